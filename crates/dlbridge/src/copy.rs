@@ -1,0 +1,162 @@
+//! The copy kernel: any strided layout (negative strides included) into a compact C- or F-order
+//! buffer, for any element size. Dimensions are reordered to follow the destination, size-1
+//! dimensions dropped and mergeable dimensions coalesced, so contiguous runs become one `memcpy`.
+
+use crate::error::{Error, Result};
+use crate::flags::Flags;
+use crate::layout::{self, Order};
+use crate::tensor::Tensor;
+use crate::view::TensorView;
+
+/// One loop of the copy: `n` steps of `src` and `dst` bytes.
+#[derive(Debug, Clone, Copy)]
+struct Axis {
+    n: usize,
+    src: isize,
+    dst: isize,
+}
+
+/// Copies `view` into a new compact, Rust-owned CPU tensor in `order`, flagged IS_COPIED
+/// (and writable: the copy is ours).
+pub fn to_contiguous(view: &TensorView<'_>, order: Order) -> Result<Tensor> {
+    view.require_host()?;
+    let shape = view.shape();
+    let dtype = view.dtype();
+    let Some(item) = view.storage_size() else {
+        // Packed sub-byte data is validated to be C-contiguous: copy its bytes as they are.
+        if order == Order::F && !view.is_contiguous(Order::F) {
+            return Err(Error::UnsupportedLayout(format!(
+                "cannot reorder packed {dtype} elements to F order"
+            )));
+        }
+        return copy_packed(view);
+    };
+    let padded = view.flags() & Flags::IS_SUBBYTE_TYPE_PADDED;
+    let out = Tensor::alloc(shape, dtype, order, padded)?.with_flags(Flags::IS_COPIED);
+    if view.size() > 0 {
+        let dst_strides = layout::compact_strides(shape, order);
+        let axes: Vec<Axis> = shape
+            .iter()
+            .zip(view.strides().iter().zip(&dst_strides))
+            .map(|(&n, (&s, &d))| Axis {
+                n: n as usize,
+                src: s as isize * item as isize,
+                dst: d as isize * item as isize,
+            })
+            .collect();
+        // SAFETY: the source span is readable host memory (TensorView invariant); the destination
+        // is a fresh compact buffer holding exactly the elements of `shape`; they do not overlap.
+        unsafe { copy_strided(view.data_ptr(), out.data_ptr(), axes, item) };
+    }
+    Ok(out)
+}
+
+fn copy_packed(view: &TensorView<'_>) -> Result<Tensor> {
+    let out = Tensor::alloc(view.shape(), view.dtype(), Order::C, Flags::empty())?
+        .with_flags(Flags::IS_COPIED);
+    let bytes = view.nbytes();
+    if bytes > 0 {
+        // SAFETY: both buffers hold `nbytes` bytes of the same compact packed layout.
+        unsafe { std::ptr::copy_nonoverlapping(view.data_ptr(), out.data_ptr(), bytes) };
+    }
+    Ok(out)
+}
+
+/// Copies elements of `item` bytes along `axes` from `src` to `dst`.
+///
+/// # Safety
+/// Every source element reached by the axes is readable, every destination element writable,
+/// and the two ranges do not overlap.
+unsafe fn copy_strided(src: *const u8, dst: *mut u8, axes: Vec<Axis>, item: usize) {
+    let axes = simplify(axes, item);
+    let Some((&inner, outer)) = axes.split_last() else {
+        // 0-d or all size-1 dims: one element.
+        // SAFETY: per the function contract.
+        unsafe { std::ptr::copy_nonoverlapping(src, dst, item) };
+        return;
+    };
+    let mut index = vec![0usize; outer.len()];
+    let (mut s, mut d) = (src, dst);
+    loop {
+        // SAFETY: `s`/`d` point at the start of a run inside the source/destination spans.
+        unsafe { copy_run(s, d, inner, item) };
+        // Advance the odometer over the outer axes, last fastest.
+        let mut axis = outer.len();
+        loop {
+            if axis == 0 {
+                return;
+            }
+            axis -= 1;
+            let a = outer[axis];
+            index[axis] += 1;
+            s = s.wrapping_offset(a.src);
+            d = d.wrapping_offset(a.dst);
+            if index[axis] < a.n {
+                break;
+            }
+            s = s.wrapping_offset(-a.src * a.n as isize);
+            d = d.wrapping_offset(-a.dst * a.n as isize);
+            index[axis] = 0;
+        }
+    }
+}
+
+/// Drops size-1 axes, orders axes so the destination's fastest is last, and merges neighbours
+/// that step through memory as one.
+fn simplify(mut axes: Vec<Axis>, item: usize) -> Vec<Axis> {
+    axes.retain(|a| a.n != 1);
+    axes.sort_by_key(|a| std::cmp::Reverse(a.dst.unsigned_abs()));
+    let mut merged: Vec<Axis> = Vec::with_capacity(axes.len());
+    for a in axes {
+        match merged.last_mut() {
+            Some(prev) if prev.src == a.src * a.n as isize && prev.dst == a.dst * a.n as isize => {
+                *prev = Axis {
+                    n: prev.n * a.n,
+                    src: a.src,
+                    dst: a.dst,
+                };
+            }
+            _ => merged.push(a),
+        }
+    }
+    debug_assert!(merged.last().is_none_or(|a| a.dst == item as isize));
+    merged
+}
+
+/// Copies one innermost run of `axis.n` elements.
+///
+/// # Safety
+/// As for [`copy_strided`], for this run.
+#[inline]
+unsafe fn copy_run(src: *const u8, dst: *mut u8, axis: Axis, item: usize) {
+    if axis.src == item as isize {
+        // SAFETY: a contiguous run of `n * item` bytes on both sides.
+        unsafe { std::ptr::copy_nonoverlapping(src, dst, axis.n * item) };
+        return;
+    }
+    macro_rules! gather {
+        ($ty:ty) => {{
+            let (mut s, d) = (src, dst as *mut $ty);
+            for i in 0..axis.n {
+                // SAFETY: element `i` of the run on both sides; unaligned access is allowed.
+                unsafe { d.add(i).write_unaligned((s as *const $ty).read_unaligned()) };
+                s = s.wrapping_offset(axis.src);
+            }
+        }};
+    }
+    match item {
+        1 => gather!(u8),
+        2 => gather!(u16),
+        4 => gather!(u32),
+        8 => gather!(u64),
+        16 => gather!(u128),
+        _ => {
+            let mut s = src;
+            for i in 0..axis.n {
+                // SAFETY: element `i` of the run on both sides.
+                unsafe { std::ptr::copy_nonoverlapping(s, dst.add(i * item), item) };
+                s = s.wrapping_offset(axis.src);
+            }
+        }
+    }
+}

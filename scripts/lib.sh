@@ -1,0 +1,48 @@
+# shellcheck shell=bash
+# Sourced by the scripts beside it: strict mode, repo paths, logging and cached Python venvs.
+set -euo pipefail
+# Keep `set -e` active inside $(...) too, e.g. in `venv=$(ensure_venv ...)`.
+shopt -s inherit_errexit
+
+# shellcheck disable=SC2034  # used by the scripts that source this file
+REPO_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)
+DLBRIDGE_CACHE=${DLBRIDGE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/dlbridge}
+export DLBRIDGE_CACHE
+
+# log MSG...: progress and errors go to stderr, so stdout stays for results.
+log() { printf '==> %s\n' "$*" >&2; }
+
+# ensure_venv NAME REQUIREMENTS_FILE...: print the path of a venv that has the requirement
+# files installed, building it on first use. The path is keyed by the files' contents and the
+# Python version, so a changed pin gives a new venv (old ones stay). Venvs are not relocatable,
+# so it is built in place under a lock; the .complete marker is written last, and a directory
+# without it (an interrupted build) is deleted and rebuilt.
+ensure_venv() {
+  local name=$1 hash venv f
+  shift
+  local pip_args=()
+  for f in "$@"; do
+    [[ -f $f ]] || { log "ensure_venv: no such requirements file: $f"; return 1; }
+    pip_args+=(-r "$f")
+  done
+  (( ${#pip_args[@]} )) || { log "ensure_venv $name: no requirements files given"; return 1; }
+
+  hash=$({ cat -- "$@"; python3 --version; } | sha256sum | cut -c1-16)
+  venv=$DLBRIDGE_CACHE/venvs/$name-$hash
+  if [[ ! -e $venv/.complete ]]; then
+    mkdir -p "$DLBRIDGE_CACHE/venvs"
+    (
+      flock 9 || exit 1
+      # Re-check under the lock: a concurrent run may have finished it while we waited.
+      if [[ ! -e $venv/.complete ]]; then
+        log "building Python venv $venv"
+        rm -rf "$venv"
+        { python3 -m venv "$venv" &&
+          "$venv/bin/python" -m pip install -q --disable-pip-version-check "${pip_args[@]}"; } >&2 ||
+          { log "ensure_venv: could not build $venv from $*"; exit 1; }
+        touch "$venv/.complete"
+      fi
+    ) 9>"$venv.lock" || return 1
+  fi
+  printf '%s\n' "$venv"
+}
