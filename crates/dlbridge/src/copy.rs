@@ -33,22 +33,67 @@ pub fn to_contiguous(view: &TensorView<'_>, order: Order) -> Result<Tensor> {
     };
     let padded = view.flags() & Flags::IS_SUBBYTE_TYPE_PADDED;
     let out = Tensor::alloc(shape, dtype, order, padded)?.with_flags(Flags::IS_COPIED);
-    if view.size() > 0 {
-        let dst_strides = layout::compact_strides(shape, order);
-        let axes: Vec<Axis> = shape
-            .iter()
-            .zip(view.strides().iter().zip(&dst_strides))
-            .map(|(&n, (&s, &d))| Axis {
-                n: n as usize,
-                src: s as isize * item as isize,
-                dst: d as isize * item as isize,
-            })
-            .collect();
-        // SAFETY: the source span is readable host memory (TensorView invariant); the destination
-        // is a fresh compact buffer holding exactly the elements of `shape`; they do not overlap.
-        unsafe { copy_strided(view.data_ptr(), out.data_ptr(), axes, item) };
-    }
+    debug_assert_eq!(out.view().storage_size(), Some(item));
+    copy_into(view, &out.view())?;
     Ok(out)
+}
+
+/// Copies the elements of `src` into `dst`, which has the same shape and dtype and any
+/// (writable, non-overlapping) layout. Both must be in host memory.
+pub fn copy_into(src: &TensorView<'_>, dst: &TensorView<'_>) -> Result<()> {
+    src.require_host()?;
+    dst.require_host()?;
+    if src.shape() != dst.shape() {
+        return Err(Error::UnsupportedLayout(format!(
+            "cannot copy shape {:?} into shape {:?}",
+            src.shape(),
+            dst.shape()
+        )));
+    }
+    if src.dtype() != dst.dtype() {
+        return Err(Error::DtypeMismatch {
+            expected: dst.dtype().name(),
+            actual: src.dtype().name(),
+        });
+    }
+    if dst.is_read_only() {
+        return Err(Error::ReadOnly);
+    }
+    let (Some(item), Some(dst_item)) = (src.storage_size(), dst.storage_size()) else {
+        return Err(Error::UnsupportedLayout(format!(
+            "packed {} elements cannot be copied element-wise",
+            src.dtype()
+        )));
+    };
+    if item != dst_item {
+        return Err(Error::UnsupportedLayout(
+            "source and destination disagree on sub-byte padding".into(),
+        ));
+    }
+    if src.size() == 0 {
+        return Ok(());
+    }
+    let (s, d) = (src.byte_span(), dst.byte_span());
+    let (s0, d0) = (src.data_ptr() as isize, dst.data_ptr() as isize);
+    if s0 + s.start < d0 + d.end && d0 + d.start < s0 + s.end {
+        return Err(Error::UnsupportedLayout(
+            "source and destination memory overlap".into(),
+        ));
+    }
+    let axes: Vec<Axis> = src
+        .shape()
+        .iter()
+        .zip(src.strides().iter().zip(dst.strides()))
+        .map(|(&n, (&s, &d))| Axis {
+            n: n as usize,
+            src: s as isize * item as isize,
+            dst: d as isize * item as isize,
+        })
+        .collect();
+    // SAFETY: both spans are host memory valid for the views' lifetimes (TensorView invariant),
+    // the destination is writable (not READ_ONLY) and the spans do not overlap (checked above).
+    unsafe { copy_strided(src.data_ptr(), dst.data_ptr(), axes, item) };
+    Ok(())
 }
 
 fn copy_packed(view: &TensorView<'_>) -> Result<Tensor> {
@@ -68,7 +113,7 @@ fn copy_packed(view: &TensorView<'_>) -> Result<Tensor> {
 /// Every source element reached by the axes is readable, every destination element writable,
 /// and the two ranges do not overlap.
 unsafe fn copy_strided(src: *const u8, dst: *mut u8, axes: Vec<Axis>, item: usize) {
-    let axes = simplify(axes, item);
+    let axes = simplify(axes);
     let Some((&inner, outer)) = axes.split_last() else {
         // 0-d or all size-1 dims: one element.
         // SAFETY: per the function contract.
@@ -101,11 +146,11 @@ unsafe fn copy_strided(src: *const u8, dst: *mut u8, axes: Vec<Axis>, item: usiz
     }
 }
 
-/// Drops size-1 axes, orders axes so the destination's fastest is last, and merges neighbours
+/// Drops size-1 axes, orders axes so the destination's fastest is last (ties: the source's), and merges neighbours
 /// that step through memory as one.
-fn simplify(mut axes: Vec<Axis>, item: usize) -> Vec<Axis> {
+fn simplify(mut axes: Vec<Axis>) -> Vec<Axis> {
     axes.retain(|a| a.n != 1);
-    axes.sort_by_key(|a| std::cmp::Reverse(a.dst.unsigned_abs()));
+    axes.sort_by_key(|a| std::cmp::Reverse((a.dst.unsigned_abs(), a.src.unsigned_abs())));
     let mut merged: Vec<Axis> = Vec::with_capacity(axes.len());
     for a in axes {
         match merged.last_mut() {
@@ -119,7 +164,6 @@ fn simplify(mut axes: Vec<Axis>, item: usize) -> Vec<Axis> {
             _ => merged.push(a),
         }
     }
-    debug_assert!(merged.last().is_none_or(|a| a.dst == item as isize));
     merged
 }
 
@@ -129,18 +173,20 @@ fn simplify(mut axes: Vec<Axis>, item: usize) -> Vec<Axis> {
 /// As for [`copy_strided`], for this run.
 #[inline]
 unsafe fn copy_run(src: *const u8, dst: *mut u8, axis: Axis, item: usize) {
-    if axis.src == item as isize {
+    let item_stride = item as isize;
+    if axis.src == item_stride && axis.dst == item_stride {
         // SAFETY: a contiguous run of `n * item` bytes on both sides.
         unsafe { std::ptr::copy_nonoverlapping(src, dst, axis.n * item) };
         return;
     }
     macro_rules! gather {
         ($ty:ty) => {{
-            let (mut s, d) = (src, dst as *mut $ty);
-            for i in 0..axis.n {
-                // SAFETY: element `i` of the run on both sides; unaligned access is allowed.
-                unsafe { d.add(i).write_unaligned((s as *const $ty).read_unaligned()) };
+            let (mut s, mut d) = (src, dst);
+            for _ in 0..axis.n {
+                // SAFETY: one element of the run on both sides; unaligned access is allowed.
+                unsafe { (d as *mut $ty).write_unaligned((s as *const $ty).read_unaligned()) };
                 s = s.wrapping_offset(axis.src);
+                d = d.wrapping_offset(axis.dst);
             }
         }};
     }
@@ -151,11 +197,12 @@ unsafe fn copy_run(src: *const u8, dst: *mut u8, axis: Axis, item: usize) {
         8 => gather!(u64),
         16 => gather!(u128),
         _ => {
-            let mut s = src;
-            for i in 0..axis.n {
-                // SAFETY: element `i` of the run on both sides.
-                unsafe { std::ptr::copy_nonoverlapping(s, dst.add(i * item), item) };
+            let (mut s, mut d) = (src, dst);
+            for _ in 0..axis.n {
+                // SAFETY: one element of the run on both sides.
+                unsafe { std::ptr::copy_nonoverlapping(s, d, item) };
                 s = s.wrapping_offset(axis.src);
+                d = d.wrapping_offset(axis.dst);
             }
         }
     }

@@ -1,0 +1,322 @@
+//! Every invalid foreign tensor gets its own typed error, and the producer's deleter still runs
+//! exactly once.
+
+mod common;
+
+use common::{count, legacy, versioned, Fields};
+use dlbridge::ffi::*;
+use dlbridge::{DataType, Device, DeviceType, Error, Flags, ManagedTensor, Order, Tensor};
+
+/// Imports `f` as versioned; returns the result's error (if any) after checking the deleter ran
+/// exactly once by the time the tensor (if any) is dropped.
+fn import_err(f: &Fields) -> Option<Error> {
+    let (ptr, deletions) = versioned(f);
+    // SAFETY: a fresh fake tensor whose ownership we hand over.
+    let result = unsafe { ManagedTensor::from_versioned(ptr) };
+    let err = result.err();
+    assert_eq!(
+        count(&deletions),
+        1,
+        "deleter must run exactly once ({err:?})"
+    );
+    err
+}
+
+#[test]
+fn null_pointer_is_rejected() {
+    // SAFETY: NULL is explicitly allowed.
+    let err = unsafe { ManagedTensor::from_versioned(std::ptr::null_mut()) }.unwrap_err();
+    assert_eq!(err, Error::NullTensor);
+    // SAFETY: as above.
+    let err =
+        unsafe { ManagedTensor::from_legacy(std::ptr::null_mut(), Flags::empty()) }.unwrap_err();
+    assert_eq!(err, Error::NullTensor);
+}
+
+#[test]
+fn major_version_other_than_one_is_rejected_after_calling_the_deleter() {
+    let mut f = Fields::f32(&[2]);
+    f.version = DLPackVersion { major: 2, minor: 0 };
+    // Garbage in every other field: none of it may be read.
+    f.ndim = -77;
+    f.null_shape = true;
+    f.dtype.code = 200;
+    assert_eq!(
+        import_err(&f),
+        Some(Error::UnsupportedVersion(DLPackVersion {
+            major: 2,
+            minor: 0
+        }))
+    );
+    f.version = DLPackVersion { major: 0, minor: 9 };
+    assert_eq!(
+        import_err(&f),
+        Some(Error::UnsupportedVersion(DLPackVersion {
+            major: 0,
+            minor: 9
+        }))
+    );
+}
+
+#[test]
+fn newer_minor_versions_are_accepted() {
+    let mut f = Fields::f32(&[2]);
+    f.version = DLPackVersion { major: 1, minor: 9 };
+    assert_eq!(import_err(&f), None);
+}
+
+#[test]
+fn ndim_out_of_range_is_rejected() {
+    let mut f = Fields::f32(&[2]);
+    f.ndim = -1;
+    assert_eq!(import_err(&f), Some(Error::NdimOutOfRange(-1)));
+    f.ndim = 1025;
+    assert_eq!(import_err(&f), Some(Error::NdimOutOfRange(1025)));
+}
+
+#[test]
+fn max_ndim_is_accepted() {
+    let f = Fields::f32(&[1; 1024]);
+    assert_eq!(import_err(&f), None);
+}
+
+#[test]
+fn null_shape_with_dims_is_rejected() {
+    let mut f = Fields::f32(&[2, 2]);
+    f.null_shape = true;
+    assert_eq!(import_err(&f), Some(Error::NullShape(2)));
+}
+
+#[test]
+fn negative_dim_is_rejected_with_its_axis() {
+    let mut f = Fields::f32(&[2, 3]);
+    f.shape = vec![2, -3];
+    assert_eq!(
+        import_err(&f),
+        Some(Error::NegativeDim { axis: 1, size: -3 })
+    );
+}
+
+#[test]
+fn shape_product_overflow_is_rejected() {
+    let mut f = Fields::f32(&[0]);
+    f.ndim = 3;
+    f.shape = vec![1 << 40, 1 << 40, 4];
+    assert_eq!(
+        import_err(&f),
+        Some(Error::ShapeOverflow {
+            shape: vec![1 << 40, 1 << 40, 4]
+        })
+    );
+    // the element count fits, the byte size does not
+    f.ndim = 2;
+    f.shape = vec![1 << 31, 1 << 31];
+    assert_eq!(
+        import_err(&f),
+        Some(Error::ShapeOverflow {
+            shape: vec![1 << 31, 1 << 31]
+        })
+    );
+}
+
+#[test]
+fn null_data_with_elements_is_rejected_but_allowed_when_empty() {
+    let mut f = Fields::f32(&[3]);
+    f.null_data = true;
+    assert_eq!(import_err(&f), Some(Error::NullData { size: 3 }));
+    let mut f = Fields::f32(&[0, 3]);
+    f.null_data = true;
+    assert_eq!(import_err(&f), None);
+}
+
+#[test]
+fn unknown_dtype_code_bits_and_lanes_are_rejected() {
+    let mut f = Fields::f32(&[2]);
+    f.dtype = DLDataType {
+        code: 18,
+        bits: 8,
+        lanes: 1,
+    };
+    assert_eq!(import_err(&f), Some(Error::UnknownDtypeCode(18)));
+    f.dtype = DLDataType {
+        code: kDLFloat,
+        bits: 12,
+        lanes: 1,
+    };
+    assert_eq!(
+        import_err(&f),
+        Some(Error::InvalidDtypeBits {
+            code: kDLFloat,
+            kind: "float",
+            bits: 12
+        })
+    );
+    f.dtype = DLDataType {
+        code: kDLBool,
+        bits: 8,
+        lanes: 2,
+    };
+    assert_eq!(
+        import_err(&f),
+        Some(Error::UnsupportedLanes {
+            kind: "bool",
+            lanes: 2
+        })
+    );
+    f.dtype = DLDataType {
+        code: kDLFloat,
+        bits: 32,
+        lanes: 0,
+    };
+    assert_eq!(
+        import_err(&f),
+        Some(Error::UnsupportedLanes {
+            kind: "float",
+            lanes: 0
+        })
+    );
+}
+
+#[test]
+fn unknown_device_is_rejected() {
+    let mut f = Fields::f32(&[2]);
+    f.device = DLDevice {
+        device_type: 5,
+        device_id: 0,
+    };
+    assert_eq!(import_err(&f), Some(Error::UnknownDevice(5)));
+}
+
+#[test]
+fn strides_overflowing_the_address_space_are_rejected() {
+    let mut f = Fields::f32(&[3, 2]);
+    f.strides = Some(vec![i64::MAX / 2, 1]);
+    assert!(matches!(import_err(&f), Some(Error::StrideOverflow { .. })));
+    let mut f = Fields::f32(&[3]);
+    f.strides = Some(vec![i64::MIN / 4]);
+    assert!(matches!(import_err(&f), Some(Error::StrideOverflow { .. })));
+    let mut f = Fields::f32(&[3]);
+    f.byte_offset = u64::MAX - 4;
+    assert!(matches!(import_err(&f), Some(Error::StrideOverflow { .. })));
+}
+
+#[test]
+fn strided_packed_subbyte_data_is_rejected() {
+    let mut f = Fields::f32(&[4, 4]);
+    f.dtype = DLDataType {
+        code: kDLFloat4_e2m1fn,
+        bits: 4,
+        lanes: 1,
+    };
+    f.strides = Some(vec![1, 4]);
+    assert!(matches!(import_err(&f), Some(Error::UnsupportedLayout(_))));
+    f.strides = None;
+    assert_eq!(import_err(&f), None);
+    f.strides = Some(vec![1, 4]);
+    f.flags = Flags::IS_SUBBYTE_TYPE_PADDED.bits();
+    assert_eq!(import_err(&f), None);
+}
+
+#[test]
+fn null_strides_mean_compact_row_major() {
+    let f = Fields::f32(&[2, 3, 4]);
+    let (ptr, deletions) = versioned(&f);
+    // SAFETY: fresh fake tensor.
+    let t = unsafe { ManagedTensor::from_versioned(ptr) }.unwrap();
+    let v = dlbridge::AsTensorView::view(&t);
+    assert_eq!(v.strides(), &[12, 4, 1]);
+    assert!(v.is_contiguous(Order::C));
+    drop(t);
+    assert_eq!(count(&deletions), 1);
+}
+
+#[test]
+fn valid_tensor_exposes_its_fields() {
+    let mut f = Fields::f32(&[2, 3]);
+    f.strides = Some(vec![1, 2]);
+    f.byte_offset = 8;
+    f.data_len = 32;
+    f.flags = (Flags::READ_ONLY | Flags::IS_COPIED).bits();
+    f.device = DLDevice {
+        device_type: kDLCUDAHost,
+        device_id: 0,
+    };
+    let (ptr, deletions) = versioned(&f);
+    // SAFETY: fresh fake tensor.
+    let t = Tensor::from(unsafe { ManagedTensor::from_versioned(ptr) }.unwrap());
+    let v = t.view();
+    assert_eq!(v.shape(), &[2, 3]);
+    assert_eq!(v.strides(), &[1, 2]);
+    assert_eq!(v.dtype(), DataType::F32);
+    assert_eq!(
+        v.device(),
+        Device {
+            kind: DeviceType::CudaHost,
+            id: 0
+        }
+    );
+    assert!(v.is_read_only() && v.is_copied());
+    assert_eq!(v.compact_order(), Some(Order::F));
+    // element 0 sits byte_offset bytes in: the fake fills byte i with i
+    // SAFETY: the fake's buffer is 32 bytes; offset 8 is inside it.
+    assert_eq!(unsafe { *v.data_ptr() }, 8);
+    assert_eq!(t.data_ptr_mut(), Err(Error::ReadOnly));
+    drop(t);
+    assert_eq!(count(&deletions), 1);
+}
+
+#[test]
+fn legacy_tensors_take_their_flags_from_the_importer_and_delete_once() {
+    let f = Fields::f32(&[4]);
+    let (ptr, deletions) = legacy(&f);
+    // SAFETY: fresh fake tensor.
+    let t = unsafe { ManagedTensor::from_legacy(ptr, Flags::READ_ONLY) }.unwrap();
+    assert!(t.is_legacy());
+    assert_eq!(t.version(), None);
+    assert!(dlbridge::AsTensorView::view(&t).is_read_only());
+    drop(t);
+    assert_eq!(count(&deletions), 1);
+
+    let mut bad = Fields::f32(&[4]);
+    bad.shape = vec![-4];
+    let (ptr, deletions) = legacy(&bad);
+    // SAFETY: fresh fake tensor.
+    let err = unsafe { ManagedTensor::from_legacy(ptr, Flags::empty()) }.unwrap_err();
+    assert_eq!(err, Error::NegativeDim { axis: 0, size: -4 });
+    assert_eq!(count(&deletions), 1);
+}
+
+#[test]
+fn deleter_runs_once_on_the_thread_that_drops() {
+    let f = Fields::f32(&[16]);
+    let (ptr, deletions) = versioned(&f);
+    // SAFETY: fresh fake tensor.
+    let t = Tensor::from(unsafe { ManagedTensor::from_versioned(ptr) }.unwrap());
+    let shared = std::sync::Arc::new(t);
+    let handles: Vec<_> = (0..4)
+        .map(|_| {
+            let s = shared.clone();
+            std::thread::spawn(move || assert_eq!(s.view().size(), 16))
+        })
+        .collect();
+    handles.into_iter().for_each(|h| h.join().unwrap());
+    assert_eq!(count(&deletions), 0);
+    std::thread::spawn(move || drop(shared)).join().unwrap();
+    assert_eq!(count(&deletions), 1);
+}
+
+#[test]
+fn zero_dim_tensor_holds_one_element() {
+    let f = Fields::f32(&[]);
+    let (ptr, deletions) = versioned(&f);
+    // SAFETY: fresh fake tensor.
+    let t = unsafe { ManagedTensor::from_versioned(ptr) }.unwrap();
+    let v = dlbridge::AsTensorView::view(&t);
+    assert_eq!((v.ndim(), v.size(), v.nbytes()), (0, 1, 4));
+    assert_eq!(
+        v.to_vec::<f32>().unwrap(),
+        [f32::from_le_bytes([0, 1, 2, 3])]
+    );
+    drop(t);
+    assert_eq!(count(&deletions), 1);
+}
