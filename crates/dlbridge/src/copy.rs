@@ -4,7 +4,7 @@
 
 use crate::error::{Error, Result};
 use crate::flags::Flags;
-use crate::layout::{self, Order};
+use crate::layout::Order;
 use crate::tensor::Tensor;
 use crate::view::TensorView;
 
@@ -107,6 +107,10 @@ fn copy_packed(view: &TensorView<'_>) -> Result<Tensor> {
     Ok(out)
 }
 
+/// Side of the square tiles used when the source's fastest axis is not the destination's:
+/// 32×32 elements of up to 16 bytes stay within L1 while a tile is transposed.
+const TILE: usize = 32;
+
 /// Copies elements of `item` bytes along `axes` from `src` to `dst`.
 ///
 /// # Safety
@@ -114,17 +118,26 @@ fn copy_packed(view: &TensorView<'_>) -> Result<Tensor> {
 /// and the two ranges do not overlap.
 unsafe fn copy_strided(src: *const u8, dst: *mut u8, axes: Vec<Axis>, item: usize) {
     let axes = simplify(axes);
-    let Some((&inner, outer)) = axes.split_last() else {
-        // 0-d or all size-1 dims: one element.
+    let n = axes.len();
+    // A transpose-like pair (the source steps fastest along the outer axis) is copied in tiles.
+    let tiled = n >= 2
+        && axes[n - 1].src != item as isize
+        && axes[n - 2].src.unsigned_abs() < axes[n - 1].src.unsigned_abs();
+    let (outer, inner) = axes.split_at(n.saturating_sub(if tiled { 2 } else { 1 }));
+    let copy_inner = |s: *const u8, d: *mut u8| match inner {
+        // 0-d, or only size-1 dims: one element.
         // SAFETY: per the function contract.
-        unsafe { std::ptr::copy_nonoverlapping(src, dst, item) };
-        return;
+        [] => unsafe { std::ptr::copy_nonoverlapping(s, d, item) },
+        // SAFETY: `s`/`d` start a run inside the spans (per the function contract).
+        [run] => unsafe { copy_run(s, d, *run, item) },
+        // SAFETY: as above, for a block.
+        [rows, run] => unsafe { copy_tiled(s, d, *rows, *run, item) },
+        _ => unreachable!("at most two inner axes"),
     };
     let mut index = vec![0usize; outer.len()];
     let (mut s, mut d) = (src, dst);
     loop {
-        // SAFETY: `s`/`d` point at the start of a run inside the source/destination spans.
-        unsafe { copy_run(s, d, inner, item) };
+        copy_inner(s, d);
         // Advance the odometer over the outer axes, last fastest.
         let mut axis = outer.len();
         loop {
@@ -142,6 +155,28 @@ unsafe fn copy_strided(src: *const u8, dst: *mut u8, axes: Vec<Axis>, item: usiz
             s = s.wrapping_offset(-a.src * a.n as isize);
             d = d.wrapping_offset(-a.dst * a.n as isize);
             index[axis] = 0;
+        }
+    }
+}
+
+/// Copies a `rows × run` block tile by tile, so that both the source's and the destination's
+/// cache lines are reused while they are hot.
+///
+/// # Safety
+/// As for [`copy_strided`], for this block.
+unsafe fn copy_tiled(src: *const u8, dst: *mut u8, rows: Axis, run: Axis, item: usize) {
+    for j0 in (0..rows.n).step_by(TILE) {
+        for i0 in (0..run.n).step_by(TILE) {
+            let piece = Axis {
+                n: TILE.min(run.n - i0),
+                ..run
+            };
+            for j in j0..(j0 + TILE).min(rows.n) {
+                let s = src.wrapping_offset(rows.src * j as isize + run.src * i0 as isize);
+                let d = dst.wrapping_offset(rows.dst * j as isize + run.dst * i0 as isize);
+                // SAFETY: row `j`, elements `i0..i0 + piece.n` of the block, inside both spans.
+                unsafe { copy_run(s, d, piece, item) };
+            }
         }
     }
 }
@@ -203,6 +238,54 @@ unsafe fn copy_run(src: *const u8, dst: *mut u8, axis: Axis, item: usize) {
                 unsafe { std::ptr::copy_nonoverlapping(s, d, item) };
                 s = s.wrapping_offset(axis.src);
                 d = d.wrapping_offset(axis.dst);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::DataType;
+
+    /// Transposed views bigger than one tile, with ragged edges and a reversed axis, copy right.
+    #[test]
+    fn tiled_transposes_cover_ragged_edges() {
+        for (rows, cols) in [(70i64, 45i64), (33, 100), (1, 65), (64, 64)] {
+            let n = rows * cols;
+            let src = Tensor::from_vec((0..n as u32).collect(), &[n]).unwrap();
+            for reversed in [false, true] {
+                // logical (cols, rows) view of a (rows, cols) C-order buffer: a transpose
+                let (strides, start) = if reversed {
+                    ([1i64, -cols], (rows - 1) * cols)
+                } else {
+                    ([1, cols], 0)
+                };
+                // SAFETY: the layout stays inside `src`, which outlives `view`.
+                let view = unsafe {
+                    Tensor::from_raw_parts(
+                        src.data_ptr().add(start as usize * 4),
+                        &[cols, rows],
+                        Some(&strides),
+                        DataType::U32,
+                        crate::Device::CPU,
+                        Flags::empty(),
+                        Box::new(()),
+                    )
+                }
+                .unwrap();
+                let out = to_contiguous(&view.view(), Order::C).unwrap();
+                let got = out.view().as_slice::<u32>().unwrap();
+                for i in 0..cols {
+                    for j in 0..rows {
+                        let row = if reversed { rows - 1 - j } else { j };
+                        assert_eq!(
+                            got[(i * rows + j) as usize],
+                            (row * cols + i) as u32,
+                            "{rows}x{cols} at ({i},{j})"
+                        );
+                    }
+                }
             }
         }
     }

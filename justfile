@@ -1,0 +1,27 @@
+# dlbridge tasks. Run through ./just (it bootstraps just itself); every recipe installs what it
+# needs into cached, project-keyed folders (see scripts/lib.sh).
+
+set shell := ["bash", "-euo", "pipefail", "-c"]
+
+# List the recipes.
+default:
+    @./just --list
+
+# Show a tensor travelling Rust -> C ABI -> Rust with addresses, copies and deleter counts.
+demo:
+    scripts/demo.sh
+
+# The whole test suite: Rust core and C ABI (unit, property, fuzz, ABI layout, header
+# freshness), the C program under valgrind, then each frontend.
+test:
+    scripts/test-rust.sh
+    scripts/test-capi.sh
+
+# Formatting and clippy with warnings as errors.
+lint:
+    cargo fmt --all -- --check
+    cargo clippy --workspace --all-targets --locked -- -D warnings
+
+# Benchmarks (criterion for the core); writes docs/benchmarks.md and its plot.
+bench:
+    scripts/bench-core.sh

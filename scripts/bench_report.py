@@ -1,0 +1,92 @@
+"""Writes the core benchmark section of docs/benchmarks.md from criterion's results, with a plot.
+
+Usage: bench_report.py core
+
+Each section of docs/benchmarks.md lives between `<!-- begin NAME -->` and `<!-- end NAME -->`
+markers, so every benchmark script rewrites only its own.
+"""
+
+import json
+import pathlib
+import platform
+import re
+import sys
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+CRITERION = ROOT / "target" / "criterion"
+DOC = ROOT / "docs" / "benchmarks.md"
+
+
+def estimate_ns(group: str, name: str) -> float:
+    """Median time of one criterion benchmark, in nanoseconds."""
+    path = CRITERION / group / name / "new" / "estimates.json"
+    return json.loads(path.read_text())["median"]["point_estimate"]
+
+
+def replace_section(name: str, body: str) -> None:
+    """Replaces (or appends) the marked section `name` of docs/benchmarks.md."""
+    begin, end = f"<!-- begin {name} -->", f"<!-- end {name} -->"
+    block = f"{begin}\n{body.rstrip()}\n{end}"
+    text = DOC.read_text() if DOC.exists() else "# Benchmarks\n\nRatios are measured in one run, on one machine.\n"
+    pattern = re.compile(re.escape(begin) + ".*?" + re.escape(end), re.S)
+    text = pattern.sub(lambda _: block, text) if pattern.search(text) else text.rstrip() + "\n\n" + block + "\n"
+    DOC.write_text(text)
+
+
+def core() -> None:
+    memcpy = estimate_ns("copy_64MiB", "memcpy")
+    layouts = ["contiguous", "reversed_1d", "reversed_rows", "every_other_column", "transpose_2d"]
+    rows = [(name, estimate_ns("copy_64MiB", name)) for name in layouts]
+    imports = [
+        (f"{kind} ({d})", estimate_ns("import", f"{kind}_{d}"))
+        for kind in ("validate_drop", "export_import_drop")
+        for d in ("1d", "4d")
+    ]
+    lines = [
+        "## Core (Rust)",
+        "",
+        f"`./just bench` on {platform.machine()} ({platform.system()}), criterion medians.",
+        "",
+        "### Copy kernel, 64 MiB of float32, against `memcpy` of the same bytes",
+        "",
+        "| source layout (4096 × 4096 unless 1-d) | time (ms) | ratio to memcpy |",
+        "|---|---|---|",
+        f"| memcpy (baseline) | {memcpy / 1e6:.2f} | 1.00 |",
+    ]
+    lines += [f"| {name} | {ns / 1e6:.2f} | {ns / memcpy:.2f} |" for name, ns in rows]
+    lines += [
+        "",
+        "`every_other_column` copies half the bytes (a 4096 × 2048 view). Transposes are copied in",
+        "32 × 32 tiles; contiguous runs are one `memcpy`.",
+        "",
+        "![copy kernel](img/core-copy.png)",
+        "",
+        "### Import: validate a `DLManagedTensorVersioned`, then drop it (deleter runs)",
+        "",
+        "| operation | time (ns) |",
+        "|---|---|",
+    ]
+    lines += [f"| {name} | {ns:.0f} |" for name, ns in imports]
+    replace_section("core", "\n".join(lines))
+
+    img = ROOT / "docs" / "img"
+    img.mkdir(parents=True, exist_ok=True)
+    fig, ax = plt.subplots(figsize=(7, 3.2))
+    names = ["memcpy"] + [n for n, _ in rows]
+    ratios = [1.0] + [ns / memcpy for _, ns in rows]
+    ax.barh(names[::-1], ratios[::-1], color=["#4c72b0"] * len(rows) + ["#888888"])
+    ax.set_xlabel("time relative to memcpy (64 MiB, lower is better)")
+    ax.set_title("dlbridge copy kernel")
+    for y, r in enumerate(ratios[::-1]):
+        ax.text(r, y, f" {r:.2f}", va="center")
+    fig.tight_layout()
+    fig.savefig(img / "core-copy.png", dpi=110)
+
+
+if __name__ == "__main__":
+    {"core": core}[sys.argv[1]]()
