@@ -9,13 +9,13 @@ default:
 
 # Show a tensor travelling Rust -> C ABI -> Rust with addresses, copies and deleter counts.
 demo:
-    scripts/demo.sh
+    @scripts/demo.sh
 
 # The whole test suite: Rust core and C ABI (unit, property, fuzz, ABI layout, header
 # freshness), the C program under valgrind, then each frontend.
 test:
-    scripts/test-rust.sh
-    scripts/test-capi.sh
+    @scripts/test-rust.sh
+    @scripts/test-capi.sh
 
 # Formatting and clippy with warnings as errors.
 lint:
@@ -24,4 +24,4 @@ lint:
 
 # Benchmarks (criterion for the core); writes docs/benchmarks.md and its plot.
 bench:
-    scripts/bench-core.sh
+    @scripts/bench-core.sh
