@@ -87,7 +87,10 @@ impl Tensor {
         let item = dtype
             .storage_size(flags.contains(Flags::IS_SUBBYTE_TYPE_PADDED))
             .unwrap_or(1);
-        check_shape(shape, item)?;
+        let size = check_shape(shape, item)?;
+        if size > 0 && data.is_null() {
+            return Err(Error::NullData { size: size as i64 });
+        }
         let strides: SmallVec<[i64; 6]> = match strides {
             Some(s) => {
                 layout::check_strides_len(shape, s)?;

@@ -190,3 +190,34 @@ fn a_copy_of_a_read_only_view_is_writable_and_flagged() {
     );
     assert!(c.data_ptr_mut().is_ok());
 }
+
+#[test]
+fn raw_parts_reject_null_data_for_non_empty_tensors() {
+    // SAFETY: the constructor must refuse before anything could read the NULL pointer.
+    let err = unsafe {
+        Tensor::from_raw_parts(
+            std::ptr::null_mut(),
+            &[2],
+            None,
+            DataType::F32,
+            dlbridge::Device::CPU,
+            Flags::empty(),
+            Box::new(()),
+        )
+    }
+    .unwrap_err();
+    assert_eq!(err, Error::NullData { size: 2 });
+    // SAFETY: an empty tensor never touches its data pointer.
+    let empty = unsafe {
+        Tensor::from_raw_parts(
+            std::ptr::null_mut(),
+            &[0, 2],
+            None,
+            DataType::F32,
+            dlbridge::Device::CPU,
+            Flags::empty(),
+            Box::new(()),
+        )
+    };
+    assert!(empty.is_ok());
+}
