@@ -17,10 +17,11 @@ test:
     @scripts/test-rust.sh
     @scripts/test-capi.sh
 
-# Formatting and clippy with warnings as errors.
+# Formatting, clippy and rustdoc with warnings as errors.
 lint:
     cargo fmt --all -- --check
     cargo clippy --workspace --all-targets --locked -- -D warnings
+    RUSTDOCFLAGS="-D warnings" cargo doc --locked --no-deps -p dlbridge
 
 # Benchmarks (criterion for the core); writes docs/benchmarks.md and its plot.
 bench:

@@ -1,4 +1,4 @@
-//! Producing DLPack managed tensors from anything that lends a [`TensorView`].
+//! Producing DLPack managed tensors from anything that lends a [`TensorView`](crate::TensorView).
 //!
 //! One heap block per export holds the managed struct, its shape and strides, and the value that
 //! keeps the memory alive; the deleter frees that block. Exports always carry non-NULL strides when
