@@ -121,6 +121,27 @@ pub enum Error {
         /// The offending text.
         name: String,
     },
+    /// A shared-memory system call failed.
+    #[error("shared memory: {op} of segment {name:?} failed: {reason}")]
+    ShmIo {
+        /// The failing operation ("open", "map", "resize", …).
+        op: &'static str,
+        /// Segment handle.
+        name: String,
+        /// The operating system's message.
+        reason: String,
+    },
+    /// A shared-memory segment does not exist (never created, or already released by all sides).
+    #[error("shared memory segment {0:?} does not exist (released, or never created)")]
+    ShmNotFound(String),
+    /// A shared-memory segment's header or size is not what dlbridge writes.
+    #[error("shared memory segment {name:?} is invalid: {reason}")]
+    ShmInvalid {
+        /// Segment handle.
+        name: String,
+        /// What is wrong.
+        reason: String,
+    },
     /// Allocation of the requested size failed.
     #[error("cannot allocate {0} bytes")]
     AllocationFailed(usize),

@@ -10,6 +10,7 @@
 //! - [`TensorView`]: a borrowed view with safe accessors; [`layout`] has the shape/stride math.
 //! - [`export`]: hand any [`AsTensorView`] out as a versioned or legacy managed tensor.
 //! - Copies ([`TensorView::to_contiguous`]) turn any strided layout into C or F order.
+//! - [`shm`]: shared-memory segments for runtimes that cannot share a process.
 //!
 //! ```
 //! use dlbridge::{export, layout::Order, DataType, Flags, ManagedTensor, Tensor};
@@ -35,6 +36,8 @@ pub mod ffi;
 mod flags;
 pub mod layout;
 mod managed;
+#[cfg(unix)]
+pub mod shm;
 mod tensor;
 mod validate;
 mod view;

@@ -48,7 +48,7 @@ impl fmt::Debug for Tensor {
 }
 
 /// Checks a Rust-side shape: ndim in range, no negative dims, element and byte counts fit.
-fn check_shape(shape: &[i64], itemsize: usize) -> Result<usize> {
+pub(crate) fn check_shape(shape: &[i64], itemsize: usize) -> Result<usize> {
     if shape.len() > MAX_NDIM {
         return Err(Error::NdimOutOfRange(shape.len() as i64));
     }
