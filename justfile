@@ -16,6 +16,7 @@ demo:
 test:
     @scripts/test-rust.sh
     @scripts/test-capi.sh
+    @scripts/test-node.sh
 
 # Formatting, clippy and rustdoc with warnings as errors.
 lint:
@@ -26,3 +27,4 @@ lint:
 # Benchmarks (criterion for the core); writes docs/benchmarks.md and its plot.
 bench:
     @scripts/bench-core.sh
+    @scripts/bench-node.sh

@@ -1,0 +1,222 @@
+'use strict';
+/**
+ * Benchmarks of the Node frontend (scripts/bench-node.sh runs it):
+ *
+ * - per-call time of the zero-copy exchange for 1 KiB and 1 GiB tensors, which must not depend
+ *   on the size (O(1): the 1 GiB / 1 KiB ratio within ±20 %), next to `ta.subarray()`;
+ * - RSS growth while exchanging a 1 GiB tensor over and over (< 1 MiB per GiB exchanged).
+ *
+ * Usage: node --expose-gc bench/bench.js [--write-docs] [--quick]
+ *   --write-docs  replace the `node` section of docs/benchmarks.md with the results
+ *   --quick       fewer repetitions (a smoke run; numbers are noisier)
+ */
+
+const fs = require('node:fs');
+const os = require('node:os');
+const path = require('node:path');
+const dlbridge = require('..');
+
+const { fromTypedArray, empty, importPointer, addressOf } = dlbridge;
+
+const args = new Set(process.argv.slice(2));
+const QUICK = args.has('--quick');
+const BATCHES = QUICK ? 5 : 21;
+const CALLS_PER_BATCH = QUICK ? 2_000 : 20_000;
+const EXCHANGES_FOR_RSS = QUICK ? 16 : 64;
+const KIB = 1024;
+const GIB = 1024 ** 3;
+const SIZES = [
+  { label: '1 KiB', bytes: KIB },
+  { label: '1 GiB', bytes: GIB },
+];
+
+if (typeof global.gc !== 'function') {
+  console.error('run with node --expose-gc');
+  process.exit(2);
+}
+
+/** Median of numbers. */
+function median(values) {
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[sorted.length >> 1];
+}
+
+/** Lets the event loop turn, so that Node-API finalizers deferred to it run. */
+const nextTurn = () => new Promise((resolve) => setImmediate(resolve));
+
+/** Resident set size in MiB after full collections and the finalizers they queued. */
+async function settledRssMiB() {
+  for (let i = 0; i < 4; i++) {
+    global.gc();
+    await nextTurn();
+  }
+  return process.memoryUsage().rss / (1024 * 1024);
+}
+
+/** Seconds per call of one batch of `call`, in microseconds (results kept in `sink`). */
+function batchMicros(call, sink) {
+  const start = process.hrtime.bigint();
+  for (let i = 0; i < CALLS_PER_BATCH; i++) sink[i & 63] = call();
+  return Number(process.hrtime.bigint() - start) / CALLS_PER_BATCH / 1000;
+}
+
+/** The operations timed per size, on a Float32Array `array` and a Rust tensor `rust`. */
+function operations(array, rust) {
+  const jsTensor = fromTypedArray(array);
+  rust.toTypedArray(); // the block's external buffer stays cached on `rust`
+  return {
+    'ta.subarray() (baseline)': () => array.subarray(),
+    'addressOf(ta) (any call into the addon)': () => addressOf(array),
+    'fromTypedArray(ta)': () => fromTypedArray(array),
+    'fromTypedArray(ta).toTypedArray()': () => fromTypedArray(array).toTypedArray(),
+    'tensor.toTypedArray() (JS memory)': () => jsTensor.toTypedArray(),
+    'tensor.toTypedArray() (Rust memory)': () => rust.toTypedArray(),
+    'importPointer(t.exportPointer()).toTypedArray() (Rust memory)': () =>
+      importPointer(rust.exportPointer()).toTypedArray(),
+  };
+}
+
+/**
+ * Median per-call times (µs) of every operation at every size. Batches of the sizes alternate,
+ * with a turn of the event loop between them, so that collector and finalizer work falls on
+ * both sizes alike.
+ */
+async function timeSizes() {
+  const bySize = SIZES.map(({ bytes }) =>
+    operations(new Float32Array(bytes / 4), empty([bytes / 4], 'float32')),
+  );
+  const rows = new Map();
+  const sink = new Array(64);
+  for (const name of Object.keys(bySize[0])) {
+    const samples = SIZES.map(() => []);
+    for (let b = -1; b < BATCHES; b++) {
+      for (let s = 0; s < SIZES.length; s++) {
+        const micros = batchMicros(bySize[s][name], sink);
+        if (b >= 0) samples[s].push(micros); // b = -1 warms up
+        sink.fill(undefined);
+        await nextTurn();
+      }
+    }
+    rows.set(name, Object.fromEntries(SIZES.map(({ label }, s) => [label, median(samples[s])])));
+  }
+  return rows;
+}
+
+/**
+ * RSS growth per GiB exchanged: `exchange(i)` hands the 1 GiB tensor across once; the pages are
+ * touched first so that the tensor itself is already resident.
+ */
+async function rssGrowth(setup) {
+  const exchange = setup();
+  exchange(0);
+  const before = await settledRssMiB();
+  for (let i = 1; i <= EXCHANGES_FOR_RSS; i++) exchange(i);
+  const after = await settledRssMiB();
+  return { before, after, perGiB: (after - before) / EXCHANGES_FOR_RSS };
+}
+
+async function measureRss() {
+  const results = {};
+  results['JS memory: fromTypedArray(ta).toTypedArray()'] = await rssGrowth(() => {
+    const array = new Float32Array(GIB / 4).fill(1);
+    return (i) => {
+      fromTypedArray(array).toTypedArray()[i] = i;
+    };
+  });
+  await settledRssMiB();
+  results['Rust memory: importPointer(t.exportPointer()).toTypedArray()'] = await rssGrowth(() => {
+    const rust = empty([GIB / 4], 'float32');
+    rust.toTypedArray().fill(1);
+    return (i) => {
+      importPointer(rust.exportPointer()).toTypedArray()[i] = i;
+    };
+  });
+  await settledRssMiB();
+  return results;
+}
+
+function report(rows, rss) {
+  const fmt = (x) => (x < 10 ? x.toFixed(3) : x.toFixed(1));
+  const cpu = os.cpus()[0];
+  const lines = [
+    '## Node (`bindings/node`)',
+    '',
+    `\`scripts/bench-node.sh\` (bindings/node/bench/bench.js) on ${os.arch()} ${os.platform()}, ` +
+      `${cpu ? cpu.model.trim() : 'unknown CPU'} (${os.cpus().length} cores), Node ${process.version}. ` +
+      `Medians of ${BATCHES} batches of ${CALLS_PER_BATCH} calls; float32 tensors of 1 KiB and 1 GiB.`,
+    '',
+    '### Per-call time (µs)',
+    '',
+    '| operation | 1 KiB | 1 GiB | 1 GiB / 1 KiB | vs `ta.subarray()` (1 KiB) |',
+    '|---|---|---|---|---|',
+  ];
+  const baseline = rows.get('ta.subarray() (baseline)')['1 KiB'];
+  const ratios = {};
+  for (const [name, bySize] of rows) {
+    const small = bySize['1 KiB'];
+    const big = bySize['1 GiB'];
+    ratios[name] = big / small;
+    lines.push(
+      `| \`${name}\` | ${fmt(small)} | ${fmt(big)} | ${ratios[name].toFixed(2)} | ${(small / baseline).toFixed(1)}× |`,
+    );
+  }
+  const required = ratios['fromTypedArray(ta).toTypedArray()'];
+  const o1 = Math.abs(required - 1) <= 0.2;
+  lines.push(
+    '',
+    `O(1) check, \`fromTypedArray(ta).toTypedArray()\`: 1 GiB / 1 KiB = ${required.toFixed(2)} ` +
+      `(${o1 ? 'within' : 'OUTSIDE'} ±20 %).`,
+    '',
+    `### RSS growth while exchanging a 1 GiB tensor ${EXCHANGES_FOR_RSS} times`,
+    '',
+    '| direction | RSS before (MiB) | RSS after (MiB) | growth per GiB exchanged (MiB) |',
+    '|---|---|---|---|',
+  );
+  let rssOk = true;
+  for (const [name, { before, after, perGiB }] of Object.entries(rss)) {
+    rssOk &&= perGiB < 1;
+    lines.push(`| ${name} | ${before.toFixed(1)} | ${after.toFixed(1)} | ${perGiB.toFixed(3)} |`);
+  }
+  lines.push(
+    '',
+    `RSS check: ${rssOk ? 'below' : 'NOT below'} 1 MiB per GiB exchanged in both directions.`,
+    '',
+    'Zero-copy makes the exchange independent of the size: a tensor over a typed array pins the ' +
+      'ArrayBuffer with a Node-API reference, and a view of Rust memory is one external ' +
+      'ArrayBuffer per memory block, made once and shared by every later view.',
+  );
+  return { text: lines.join('\n'), ok: o1 && rssOk };
+}
+
+/** Replaces (or appends) the `node` section of docs/benchmarks.md. */
+function writeDocs(text) {
+  const doc = path.join(__dirname, '..', '..', '..', 'docs', 'benchmarks.md');
+  const begin = '<!-- begin node -->';
+  const end = '<!-- end node -->';
+  const block = `${begin}\n${text.trimEnd()}\n${end}`;
+  let current = fs.existsSync(doc)
+    ? fs.readFileSync(doc, 'utf8')
+    : '# Benchmarks\n\nRatios are measured in one run, on one machine.\n';
+  const start = current.indexOf(begin);
+  const stop = current.indexOf(end);
+  if (start >= 0 && stop > start) {
+    current = current.slice(0, start) + block + current.slice(stop + end.length);
+  } else {
+    current = `${current.trimEnd()}\n\n${block}\n`;
+  }
+  fs.mkdirSync(path.dirname(doc), { recursive: true });
+  fs.writeFileSync(doc, current);
+  return doc;
+}
+
+async function main() {
+  const rows = await timeSizes();
+  await settledRssMiB();
+  const rss = await measureRss();
+  const { text, ok } = report(rows, rss);
+  console.log(text);
+  if (args.has('--write-docs')) console.error(`wrote ${writeDocs(text)}`);
+  if (!ok) process.exitCode = 1;
+}
+
+main();

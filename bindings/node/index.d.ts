@@ -1,0 +1,325 @@
+/**
+ * dlbridge: zero-copy tensor exchange over DLPack 1.3 for Node.js.
+ *
+ * Typed arrays become {@link Tensor}s without copying ({@link fromTypedArray}), tensors become
+ * typed arrays without copying ({@link Tensor.toTypedArray}), and tensors travel to and from other
+ * native addons as DLPack managed-tensor pointers ({@link Tensor.exportPointer},
+ * {@link importPointer}).
+ *
+ * @packageDocumentation
+ */
+
+/** Element type names (numpy / ml_dtypes style), as the core names them. */
+export type DType =
+  | 'bool'
+  | 'int8'
+  | 'int16'
+  | 'int32'
+  | 'int64'
+  | 'uint8'
+  | 'uint16'
+  | 'uint32'
+  | 'uint64'
+  | 'float16'
+  | 'bfloat16'
+  | 'float32'
+  | 'float64'
+  | 'complex32'
+  | 'complex64'
+  | 'complex128'
+  | 'float8_e3m4'
+  | 'float8_e4m3'
+  | 'float8_e4m3b11fnuz'
+  | 'float8_e4m3fn'
+  | 'float8_e4m3fnuz'
+  | 'float8_e5m2'
+  | 'float8_e5m2fnuz'
+  | 'float8_e8m0fnu'
+  | 'float6_e2m3fn'
+  | 'float6_e3m2fn'
+  | 'float4_e2m1fn'
+  | 'handle64';
+
+/**
+ * The typed array that views each dtype. 64-bit integers are BigInt arrays; float16 and
+ * bfloat16 are their raw bits in a Uint16Array; bool and the 8-bit floats are bytes; complex
+ * numbers are interleaved (re, im) pairs, two array elements per tensor element; padded fp6/fp4
+ * are one byte each (packed ones have no typed-array view). Vector dtypes such as "float32x4"
+ * use their scalar's array with `lanes` elements per tensor element.
+ */
+export interface TypedArrayOf {
+  bool: Uint8Array;
+  int8: Int8Array;
+  int16: Int16Array;
+  int32: Int32Array;
+  int64: BigInt64Array;
+  uint8: Uint8Array;
+  uint16: Uint16Array;
+  uint32: Uint32Array;
+  uint64: BigUint64Array;
+  float16: Uint16Array;
+  bfloat16: Uint16Array;
+  float32: Float32Array;
+  float64: Float64Array;
+  complex32: Uint16Array;
+  complex64: Float32Array;
+  complex128: Float64Array;
+  float8_e3m4: Uint8Array;
+  float8_e4m3: Uint8Array;
+  float8_e4m3b11fnuz: Uint8Array;
+  float8_e4m3fn: Uint8Array;
+  float8_e4m3fnuz: Uint8Array;
+  float8_e5m2: Uint8Array;
+  float8_e5m2fnuz: Uint8Array;
+  float8_e8m0fnu: Uint8Array;
+  float6_e2m3fn: Uint8Array;
+  float6_e3m2fn: Uint8Array;
+  float4_e2m1fn: Uint8Array;
+  handle64: BigUint64Array;
+}
+
+/** Every typed array dlbridge reads. Uint8ClampedArray is read as uint8. */
+export type SupportedTypedArray =
+  | Int8Array
+  | Uint8Array
+  | Uint8ClampedArray
+  | Int16Array
+  | Uint16Array
+  | Int32Array
+  | Uint32Array
+  | Float32Array
+  | Float64Array
+  | BigInt64Array
+  | BigUint64Array;
+
+/** The typed array that views dtype `D` (any typed array for dtypes named at run time). */
+export type TypedArrayFor<D extends string> = D extends keyof TypedArrayOf
+  ? TypedArrayOf[D]
+  : SupportedTypedArray;
+
+/** The dtype of a typed array read without a `dtype` option. */
+export type DTypeOf<A extends SupportedTypedArray> = A extends Int8Array
+  ? 'int8'
+  : A extends Uint8Array | Uint8ClampedArray
+    ? 'uint8'
+    : A extends Int16Array
+      ? 'int16'
+      : A extends Uint16Array
+        ? 'uint16'
+        : A extends Int32Array
+          ? 'int32'
+          : A extends Uint32Array
+            ? 'uint32'
+            : A extends Float32Array
+              ? 'float32'
+              : A extends Float64Array
+                ? 'float64'
+                : A extends BigInt64Array
+                  ? 'int64'
+                  : A extends BigUint64Array
+                    ? 'uint64'
+                    : never;
+
+/** The dtypes an array of type `A` can be read as through the `dtype` option. */
+export type DTypesViewedBy<A extends SupportedTypedArray> = A extends Uint8ClampedArray
+  ? DTypesViewedBy<Uint8Array>
+  : { [D in keyof TypedArrayOf]: A extends TypedArrayOf[D] ? D : never }[keyof TypedArrayOf];
+
+/** Where a tensor's memory lives. */
+export interface Device {
+  /** DLPack device type name: "cpu", "cuda", "cuda_host", "rocm", …. */
+  type: string;
+  /** Device ordinal (0 for the CPU). */
+  id: number;
+}
+
+/** Options of {@link fromTypedArray}. */
+export interface FromTypedArrayOptions {
+  /** Dimension sizes; default `[array.length]` (in tensor elements). */
+  shape?: readonly number[];
+  /** Strides in elements (may be negative); default row-major. */
+  strides?: readonly number[];
+  /** Index (in tensor elements) of element 0 in the array, so negative strides fit; default 0. */
+  offset?: number;
+  /** Mark the tensor read-only: consumers see DLPack's READ_ONLY flag. Default false. */
+  readonly?: boolean;
+  /** Reinterpret the elements as this dtype (one the array's type views, see {@link TypedArrayOf}). */
+  dtype?: string;
+}
+
+/** Options of {@link Tensor.toTypedArray}. */
+export interface ToTypedArrayOptions {
+  /**
+   * Return a new, private, row-major copy (always allowed: any layout, read-only tensors).
+   * Default false: a zero-copy view, or an error if the tensor is not row-major.
+   */
+  copy?: boolean;
+  /**
+   * Hand out a writable view of a read-only tensor. JavaScript has no read-only typed arrays,
+   * so this is the only zero-copy way to look at such memory; writing through the view breaks
+   * the producer's contract (it may share, cache or map that memory read-only). Default false.
+   */
+  unsafeIgnoreReadOnly?: boolean;
+}
+
+/** Options of {@link Tensor.exportPointer}. */
+export interface ExportPointerOptions {
+  /** Export a legacy (pre-1.0) `DLManagedTensor` instead of a `DLManagedTensorVersioned`. */
+  legacy?: boolean;
+  /**
+   * Export a read-only tensor as legacy anyway (a legacy tensor cannot say "read-only"), trusting
+   * the consumer not to write. Default false.
+   */
+  unsafeIgnoreReadOnly?: boolean;
+}
+
+/** Options of {@link importPointer}. */
+export interface ImportPointerOptions {
+  /** The pointer is a legacy `DLManagedTensor` (default: `DLManagedTensorVersioned`). */
+  legacy?: boolean;
+  /** Mark the imported tensor read-only (what a legacy producer may say out of band). */
+  readonly?: boolean;
+}
+
+/**
+ * A DLPack tensor: metadata, plus memory kept alive for as long as anyone holds it (this
+ * object, a typed array from {@link Tensor.toTypedArray}, a consumer of an exported pointer).
+ * Made by {@link fromTypedArray}, {@link empty}, {@link arange} or {@link importPointer}.
+ */
+export declare class Tensor<D extends string = DType> {
+  private constructor();
+  /** Dimension sizes. */
+  readonly shape: number[];
+  /** Strides, in elements. */
+  readonly strides: number[];
+  /** Element type name. */
+  readonly dtype: D;
+  /** Device of the memory. */
+  readonly device: Device;
+  /** Number of dimensions. */
+  readonly ndim: number;
+  /** Number of elements. */
+  readonly size: number;
+  /** Bytes per element. */
+  readonly itemsize: number;
+  /** Bytes of the elements if they were compact. */
+  readonly nbytes: number;
+  /**
+   * Byte offset of element 0: in the typed array's ArrayBuffer for tensors made by
+   * {@link fromTypedArray}, else from the lowest byte the tensor touches (0 when row-major).
+   */
+  readonly byteOffset: number;
+  /** Whether the producer forbids writing the memory. */
+  readonly readonly: boolean;
+  /**
+   * Whether the data is a copy: the producer copied it for the exchange (DLPack's IS_COPIED),
+   * or this object's typed arrays are copies because the runtime forbids external buffers.
+   */
+  readonly copied: boolean;
+  /** Address of element 0. */
+  readonly dataPtr: bigint;
+  /**
+   * The elements as a typed array (see {@link TypedArrayOf}), in row-major order.
+   *
+   * Zero-copy for row-major tensors: every view of one tensor shares one ArrayBuffer over its
+   * memory, and the memory is released when the tensor and all views are collected. Other
+   * layouts throw (`ERR_DLBRIDGE_NOT_CONTIGUOUS`) unless `copy: true`; read-only tensors throw
+   * (`ERR_DLBRIDGE_READ_ONLY`) unless `copy: true` or `unsafeIgnoreReadOnly: true`. Where the
+   * runtime forbids external buffers the view is a copy and {@link Tensor.copied} turns true.
+   *
+   * @throws {Error} not row-major / read-only / not on the CPU
+   * @throws {TypeError} a dtype without typed-array view, or a detached source buffer
+   */
+  toTypedArray(options?: ToTypedArrayOptions): TypedArrayFor<D>;
+  /**
+   * Exports the tensor as a DLPack managed-tensor pointer for another native consumer, which
+   * must call its deleter exactly once (or hand it to {@link importPointer} /
+   * {@link releasePointer}). The tensor's memory stays alive until then.
+   */
+  exportPointer(options?: ExportPointerOptions): bigint;
+}
+
+/**
+ * A tensor over a typed array's own memory: no copy, same address (byteOffset honoured). The
+ * ArrayBuffer stays alive while any holder of the tensor lives, and is marked untransferable.
+ *
+ * @throws {TypeError} not a typed array, detached, resizable, or a dtype the array cannot hold
+ * @throws {RangeError} shape, strides or offset reaching outside the typed array
+ */
+export declare function fromTypedArray<A extends SupportedTypedArray>(
+  array: A,
+  options?: FromTypedArrayOptions & { dtype?: undefined },
+): Tensor<DTypeOf<A>>;
+export declare function fromTypedArray<
+  A extends SupportedTypedArray,
+  D extends DTypesViewedBy<A>,
+>(array: A, options: FromTypedArrayOptions & { dtype: D }): Tensor<D>;
+export declare function fromTypedArray(
+  array: SupportedTypedArray,
+  options?: FromTypedArrayOptions,
+): Tensor<string>;
+
+/**
+ * A zero-filled, 64-byte aligned, row-major tensor in memory owned by Rust (released when the
+ * tensor, its views and its exports are gone).
+ * @param shape dimension sizes (a number means `[n]`)
+ * @param dtype element type, default "float32"
+ * @throws {RangeError} negative or overflowing dimensions
+ * @throws {TypeError} an unknown dtype
+ */
+export declare function empty<D extends DType = 'float32'>(
+  shape: number | readonly number[],
+  dtype?: D,
+): Tensor<D>;
+
+/**
+ * A 1-d tensor `0, 1, …, n-1` in memory owned by Rust (bool: `i != 0`; complex: real part).
+ * @param dtype element type, default "float32"
+ */
+export declare function arange<D extends DType = 'float32'>(
+  n: number | bigint,
+  dtype?: D,
+): Tensor<D>;
+
+/**
+ * Takes ownership of a DLPack managed-tensor pointer (BigInt address) from another native addon
+ * or {@link Tensor.exportPointer}; its deleter runs once, when the tensor and its views are
+ * collected. Importing our own export gives back the exported tensor.
+ *
+ * **Unsafe by nature**: a wrong or already-deleted address crashes the process.
+ */
+export declare function importPointer(address: bigint, options?: ImportPointerOptions): Tensor;
+
+/**
+ * Calls the deleter of a managed-tensor pointer without importing it (an export nobody took).
+ * **Unsafe by nature**, like {@link importPointer}.
+ */
+export declare function releasePointer(address: bigint, options?: { legacy?: boolean }): void;
+
+/** Address of a typed array's first element (its byteOffset applied). */
+export declare function addressOf(array: SupportedTypedArray): bigint;
+
+/** The DLPack version this build speaks, `[major, minor]`. */
+export declare const DLPACK_VERSION: readonly [number, number];
+
+/** Counts kept by the native side, for leak tests. */
+export interface DebugCounts {
+  /** Tensors alive in Rust. */
+  liveTensors: number;
+  /** Tensors released since the process started (producer deleters run). */
+  releasedTensors: number;
+  /** JS ArrayBuffers pinned by tensors. */
+  pinnedJsBuffers: number;
+  /** External ArrayBuffers not yet finalized. */
+  externalBuffers: number;
+  /** Exported pointers not yet deleted. */
+  pendingExports: number;
+}
+
+/** Native-side counts and test switches. Not a stable API. */
+export declare const _debug: {
+  /** Process-wide counts of live and released native resources. */
+  counts(): DebugCounts;
+  /** Make this thread's environment refuse external buffers, as Electron's memory cage does. */
+  forbidExternalBuffers(forbid: boolean): void;
+};

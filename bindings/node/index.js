@@ -1,0 +1,112 @@
+'use strict';
+/**
+ * dlbridge: zero-copy tensor exchange over DLPack 1.3 for Node.js.
+ *
+ * Typed arrays become {@link Tensor}s without copying (`fromTypedArray`), tensors become typed
+ * arrays without copying (`Tensor#toTypedArray`), and tensors travel to and from other native
+ * addons as DLPack managed-tensor pointers (`Tensor#exportPointer`, `importPointer`).
+ * See docs/node.md for the guide; index.d.ts for the dtype ↔ typed-array mapping.
+ * @module dlbridge
+ */
+
+const { markAsUntransferable } = require('node:worker_threads');
+const { addonFileName } = require('./platform');
+
+/**
+ * Loads the native addon that build-addon.js (`npm run build`) put next to this file.
+ * @returns {object} the addon's exports
+ */
+function loadNative() {
+  const file = addonFileName();
+  try {
+    return require(`./${file}`);
+  } catch (error) {
+    if (error.code !== 'MODULE_NOT_FOUND' || !String(error.message).includes(file)) throw error;
+    throw new Error(
+      `dlbridge: no native addon ${file} in ${__dirname}; build it with \`npm run build\` ` +
+        '(needs Rust) in bindings/node',
+    );
+  }
+}
+
+const native = loadNative();
+
+/**
+ * What `console.log(tensor)` and `util.inspect(tensor)` show: the metadata, not the elements.
+ * @this {Tensor}
+ * @returns {string}
+ */
+function inspectTensor() {
+  const { type, id } = this.device;
+  const flags = [this.readonly && 'readonly', this.copied && 'copied'].filter(Boolean);
+  return (
+    `Tensor { dtype: '${this.dtype}', shape: [${this.shape.join(', ')}], ` +
+    `strides: [${this.strides.join(', ')}], device: '${type}:${id}'` +
+    `${flags.length ? `, ${flags.join(', ')}` : ''} }`
+  );
+}
+Object.defineProperty(native.Tensor.prototype, Symbol.for('nodejs.util.inspect.custom'), {
+  value: inspectTensor,
+});
+
+/**
+ * A tensor over a typed array's own memory: no copy, same address (byteOffset honoured).
+ *
+ * The typed array's ArrayBuffer stays alive for as long as any holder of the tensor lives
+ * (JavaScript, Rust, another addon holding an exported pointer), and it is marked
+ * untransferable (`worker_threads.markAsUntransferable`), because native code holds its
+ * address: `postMessage` copies it instead of moving it. Resizable ArrayBuffers are refused
+ * (they can shrink under native code); growable SharedArrayBuffers are fine.
+ *
+ * @param {ArrayBufferView} array a typed array (Int8/16/32, Uint8/16/32, Uint8Clamped,
+ *   Float32/64, BigInt64/BigUint64)
+ * @param {object} [options]
+ * @param {number[]} [options.shape] dimension sizes; default `[array.length]`
+ * @param {number[]} [options.strides] strides in elements; default row-major
+ * @param {number} [options.offset] index of element 0 in the array (for negative strides)
+ * @param {boolean} [options.readonly] mark the tensor read-only for its consumers
+ * @param {string} [options.dtype] reinterpret the elements: "float16"/"bfloat16" for a
+ *   Uint16Array, "bool" or "float8_*" for a Uint8Array, "complex64" for a Float32Array, …
+ * @returns {Tensor}
+ * @throws {TypeError} not a typed array, detached, resizable, or a dtype that array cannot hold
+ * @throws {RangeError} shape, strides or offset reaching outside the typed array
+ */
+function fromTypedArray(array, options) {
+  const buffer = ArrayBuffer.isView(array) ? array.buffer : undefined;
+  if (buffer instanceof ArrayBuffer && buffer.resizable) {
+    const error = new TypeError(
+      'fromTypedArray: resizable ArrayBuffers can shrink under native code; use a fixed-length one',
+    );
+    error.code = 'ERR_DLBRIDGE_RESIZABLE';
+    throw error;
+  }
+  const tensor = native.fromTypedArray(array, options);
+  if (buffer instanceof ArrayBuffer) markAsUntransferable(buffer);
+  return tensor;
+}
+
+module.exports = {
+  /** The DLPack version this build speaks, `[major, minor]`. */
+  DLPACK_VERSION: native.DLPACK_VERSION,
+  /**
+   * A DLPack tensor. Not constructible from JavaScript: use `fromTypedArray`, `empty`,
+   * `arange` or `importPointer`.
+   */
+  Tensor: native.Tensor,
+  fromTypedArray,
+  /** A zero-filled row-major tensor in memory owned by Rust: `empty(shape, dtype = "float32")`. */
+  empty: native.empty,
+  /** A 1-d tensor `0, 1, …, n-1` in memory owned by Rust: `arange(n, dtype = "float32")`. */
+  arange: native.arange,
+  /**
+   * Takes ownership of a DLPack managed-tensor pointer (BigInt) from another native addon.
+   * Unsafe by nature: a wrong address crashes the process.
+   */
+  importPointer: native.importPointer,
+  /** Calls a managed-tensor pointer's deleter without importing it. Unsafe by nature. */
+  releasePointer: native.releasePointer,
+  /** Address (BigInt) of a typed array's first element, byteOffset applied. */
+  addressOf: native.addressOf,
+  /** Native-side counts and test switches; not a stable API. */
+  _debug: native._debug,
+};

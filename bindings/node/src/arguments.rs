@@ -1,0 +1,171 @@
+//! Reading arguments and option objects, with `TypeError`s that name the function, the option
+//! and what was passed instead. Integers are JS numbers that are safe integers, or BigInts that
+//! fit in 64 bits; napi-rs would silently truncate `2.5` to `2`.
+
+use std::ffi::CStr;
+
+use napi::bindgen_prelude::Unknown;
+
+use crate::errors::{Failure, Outcome};
+use crate::node_api::{Handle, JsType, Scope};
+
+/// The largest integer a JS number holds exactly (`Number.MAX_SAFE_INTEGER`).
+const MAX_SAFE_INTEGER: f64 = 9_007_199_254_740_991.0;
+
+/// A short description of a value for messages: its type, and its value for scalars.
+pub(crate) fn describe(value: Handle<'_>) -> String {
+    match value.js_type() {
+        JsType::Number => format!("the number {}", value.number_value().unwrap_or(f64::NAN)),
+        JsType::BigInt => match value.bigint_i64() {
+            Some((v, true)) => format!("the bigint {v}n"),
+            _ => "a bigint out of 64-bit range".to_owned(),
+        },
+        JsType::String => format!("the string {:?}", value.string_value().unwrap_or_default()),
+        JsType::Boolean => format!("{}", value.bool_value().unwrap_or_default()),
+        JsType::Object if value.is_dataview() => "a DataView".to_owned(),
+        JsType::Object if value.is_arraybuffer() => "an ArrayBuffer".to_owned(),
+        JsType::Object if value.is_array() => "an array".to_owned(),
+        JsType::Object => "an object".to_owned(),
+        other => other.name().to_owned(),
+    }
+}
+
+/// An integer argument (`what` names it in messages).
+pub(crate) fn integer(value: Handle<'_>, what: &str) -> Outcome<i64> {
+    let not_integer = || {
+        Failure::type_error(
+            "ERR_DLBRIDGE_INVALID_ARGUMENT",
+            format!("{what} must be an integer, got {}", describe(value)),
+        )
+    };
+    match value.js_type() {
+        JsType::Number => {
+            let v = value.number_value().ok_or_else(not_integer)?;
+            if v.fract() == 0.0 && v.abs() <= MAX_SAFE_INTEGER {
+                Ok(v as i64)
+            } else {
+                Err(not_integer())
+            }
+        }
+        JsType::BigInt => match value.bigint_i64() {
+            Some((v, true)) => Ok(v),
+            _ => Err(not_integer()),
+        },
+        _ => Err(not_integer()),
+    }
+}
+
+/// A list of integers (shape, strides), or a single integer as a one-element list when
+/// `allow_scalar` (so that `empty(5)` means `empty([5])`).
+pub(crate) fn integer_list(value: Handle<'_>, what: &str, allow_scalar: bool) -> Outcome<Vec<i64>> {
+    if allow_scalar && matches!(value.js_type(), JsType::Number | JsType::BigInt) {
+        return Ok(vec![integer(value, what)?]);
+    }
+    let elements = value.array_elements()?.ok_or_else(|| {
+        Failure::type_error(
+            "ERR_DLBRIDGE_INVALID_ARGUMENT",
+            format!(
+                "{what} must be an array of integers, got {}",
+                describe(value)
+            ),
+        )
+    })?;
+    elements
+        .into_iter()
+        .enumerate()
+        .map(|(i, element)| integer(element, &format!("{what}[{i}]")))
+        .collect()
+}
+
+/// A dtype name argument: `None` when undefined.
+pub(crate) fn dtype_name(value: Option<Handle<'_>>, what: &str) -> Outcome<Option<String>> {
+    let Some(value) = value.filter(|v| !v.is_nullish()) else {
+        return Ok(None);
+    };
+    value.string_value().map(Some).ok_or_else(|| {
+        Failure::type_error(
+            "ERR_DLBRIDGE_INVALID_ARGUMENT",
+            format!(
+                "{what} must be a dtype name string, got {}",
+                describe(value)
+            ),
+        )
+    })
+}
+
+/// An options object (`undefined`/`null`: no options).
+pub(crate) struct Options<'env> {
+    object: Option<Handle<'env>>,
+    function: &'static str,
+}
+
+impl<'env> Options<'env> {
+    /// Reads the options argument of `function`.
+    pub(crate) fn new(
+        scope: Scope<'env>,
+        value: Option<&Unknown<'env>>,
+        function: &'static str,
+    ) -> Outcome<Self> {
+        let object = value.map(|v| scope.adopt(v)).filter(|v| !v.is_nullish());
+        if let Some(object) = object {
+            if object.js_type() != JsType::Object {
+                return Err(Failure::type_error(
+                    "ERR_DLBRIDGE_INVALID_ARGUMENT",
+                    format!(
+                        "{function}: options must be an object, got {}",
+                        describe(object)
+                    ),
+                ));
+            }
+        }
+        Ok(Options { object, function })
+    }
+
+    /// The option's value, `None` when absent or undefined.
+    fn get(&self, name: &CStr) -> Outcome<Option<Handle<'env>>> {
+        match self.object {
+            None => Ok(None),
+            Some(object) => Ok(Some(object.get_named(name)?).filter(|v| !v.is_nullish())),
+        }
+    }
+
+    fn label(&self, name: &CStr) -> String {
+        format!("{}: {}", self.function, name.to_string_lossy())
+    }
+
+    /// A boolean option.
+    pub(crate) fn bool(&self, name: &CStr) -> Outcome<Option<bool>> {
+        let Some(value) = self.get(name)? else {
+            return Ok(None);
+        };
+        value.bool_value().map(Some).ok_or_else(|| {
+            Failure::type_error(
+                "ERR_DLBRIDGE_INVALID_ARGUMENT",
+                format!(
+                    "{} must be a boolean, got {}",
+                    self.label(name),
+                    describe(value)
+                ),
+            )
+        })
+    }
+
+    /// An integer option.
+    pub(crate) fn integer(&self, name: &CStr) -> Outcome<Option<i64>> {
+        self.get(name)?
+            .map(|v| integer(v, &self.label(name)))
+            .transpose()
+    }
+
+    /// A list-of-integers option (shape, strides).
+    pub(crate) fn integer_list(&self, name: &CStr) -> Outcome<Option<Vec<i64>>> {
+        self.get(name)?
+            .map(|v| integer_list(v, &self.label(name), false))
+            .transpose()
+    }
+
+    /// A dtype-name option.
+    pub(crate) fn dtype(&self, name: &CStr) -> Outcome<Option<String>> {
+        dtype_name(self.get(name)?, &self.label(name))
+    }
+}

@@ -1,0 +1,169 @@
+//! Making tensors: `fromTypedArray` (zero-copy over JS memory), `empty` and `arange` (memory
+//! owned by Rust).
+
+use dlbridge::layout::{self, Order};
+use dlbridge::{DataType, Device, Error as CoreError, Flags, Tensor as CoreTensor, MAX_NDIM};
+use napi::bindgen_prelude::Unknown;
+use napi::Env;
+use napi_derive::napi;
+
+use crate::arguments::{describe, dtype_name, integer, integer_list, Options};
+use crate::dtype_map::dtype_for;
+use crate::env_context::EnvContext;
+use crate::errors::{Failure, OrThrow, Outcome};
+use crate::js_memory::{detached, JsMemory};
+use crate::node_api::{Handle, Scope};
+use crate::shared::SharedTensor;
+use crate::tensor::Tensor;
+
+/// Fails for negative dimensions or too many of them (a `RangeError`, naming the value), before
+/// any layout arithmetic on them.
+fn check_dims(shape: &[i64]) -> Outcome<()> {
+    if shape.len() > MAX_NDIM {
+        return Err(CoreError::NdimOutOfRange(shape.len() as i64).into());
+    }
+    match shape.iter().enumerate().find(|(_, &d)| d < 0) {
+        Some((axis, &size)) => Err(CoreError::NegativeDim { axis, size }.into()),
+        None => Ok(()),
+    }
+}
+
+fn tensor_over_typed_array(
+    scope: Scope<'_>,
+    array: Handle<'_>,
+    options: &Options<'_>,
+) -> Outcome<Tensor> {
+    let info = array.typed_array_info()?.ok_or_else(|| {
+        Failure::type_error(
+            "ERR_DLBRIDGE_INVALID_ARGUMENT",
+            format!(
+                "fromTypedArray expects a typed array, got {}",
+                describe(array)
+            ),
+        )
+    })?;
+    if info.buffer.is_detached() {
+        return Err(detached());
+    }
+    let (dtype, js) = dtype_for(info.kind, options.dtype(c"dtype")?.as_deref())?;
+    let itemsize = dtype.itemsize();
+    let byte_len = info.length * info.kind.element_size();
+    let offset = options.integer(c"offset")?.unwrap_or(0);
+    let elements = (byte_len / itemsize) as i64;
+    if !(0..=elements).contains(&offset) {
+        return Err(Failure::range_error(
+            "ERR_DLBRIDGE_OUT_OF_BOUNDS",
+            format!(
+                "fromTypedArray: offset {offset} is outside the {elements} {dtype} elements of the {}",
+                info.kind.name()
+            ),
+        ));
+    }
+    let shape = match options.integer_list(c"shape")? {
+        Some(shape) => shape,
+        None if info.length % js.per_element != 0 => {
+            return Err(Failure::range_error(
+                "ERR_DLBRIDGE_OUT_OF_BOUNDS",
+                format!(
+                    "a {} of {} elements holds no whole number of {dtype} elements ({} each): \
+                     pass a shape",
+                    info.kind.name(),
+                    info.length,
+                    js.per_element
+                ),
+            ))
+        }
+        None => vec![elements - offset],
+    };
+    check_dims(&shape)?;
+    let strides = match options.integer_list(c"strides")? {
+        Some(strides) => {
+            layout::check_strides_len(&shape, &strides)?;
+            strides
+        }
+        None => layout::compact_strides(&shape, Order::C),
+    };
+    let byte_offset = offset as usize * itemsize;
+    let span = layout::byte_span(&shape, &strides, itemsize, byte_offset as u64)?;
+    if !span.is_empty() && (span.start < 0 || span.end as usize > byte_len) {
+        return Err(CoreError::BufferTooSmall {
+            len: byte_len,
+            shape,
+            strides,
+            start: span.start as i128,
+            end: span.end as i128,
+        }
+        .into());
+    }
+    let flags = match options.bool(c"readonly")?.unwrap_or(false) {
+        true => Flags::READ_ONLY,
+        false => Flags::empty(),
+    };
+    let data = info.data.wrapping_add(byte_offset);
+    // SAFETY: the span lies inside the typed array's bytes (checked above), which the JsMemory
+    // pinned below keeps alive (and un-transferable, see index.js) for as long as the
+    // SharedTensor that holds both; the empty owner is fine because that pin is the owner.
+    let tensor = unsafe {
+        CoreTensor::from_raw_parts(
+            data,
+            &shape,
+            Some(&strides),
+            dtype,
+            Device::CPU,
+            flags,
+            Box::new(()),
+        )
+    }?;
+    let context = EnvContext::of(scope)?;
+    let memory = JsMemory::pin(scope, context, info.buffer, info.byte_offset + byte_offset)?;
+    Ok(Tensor::new(SharedTensor::over_js(tensor, memory)))
+}
+
+/// Native half of `fromTypedArray` (index.js adds the checks only JavaScript can make).
+#[napi(js_name = "fromTypedArray")]
+pub fn from_typed_array(
+    env: &Env,
+    array: Unknown<'_>,
+    options: Option<Unknown<'_>>,
+) -> napi::Result<Tensor> {
+    let scope = Scope::new(env);
+    Options::new(scope, options.as_ref(), "fromTypedArray")
+        .and_then(|options| tensor_over_typed_array(scope, scope.adopt(&array), &options))
+        .or_throw(env)
+}
+
+/// The dtype argument of `empty`/`arange` (default float32).
+fn dtype_argument(scope: Scope<'_>, value: Option<&Unknown<'_>>, what: &str) -> Outcome<DataType> {
+    match dtype_name(value.map(|v| scope.adopt(v)), what)? {
+        Some(name) => Ok(name.parse()?),
+        None => Ok(DataType::F32),
+    }
+}
+
+/// A zero-filled, 64-byte aligned, row-major tensor in memory owned by Rust.
+#[napi]
+pub fn empty(env: &Env, shape: Unknown<'_>, dtype: Option<Unknown<'_>>) -> napi::Result<Tensor> {
+    let scope = Scope::new(env);
+    let made = || -> Outcome<Tensor> {
+        let shape = integer_list(scope.adopt(&shape), "empty: shape", true)?;
+        let dtype = dtype_argument(scope, dtype.as_ref(), "empty: dtype")?;
+        Ok(Tensor::new(SharedTensor::native(CoreTensor::empty(
+            &shape, dtype,
+        )?)))
+    };
+    made().or_throw(env)
+}
+
+/// A 1-d tensor holding `0, 1, …, n-1` in memory owned by Rust.
+#[napi]
+pub fn arange(env: &Env, n: Unknown<'_>, dtype: Option<Unknown<'_>>) -> napi::Result<Tensor> {
+    let scope = Scope::new(env);
+    let made = || -> Outcome<Tensor> {
+        let n = integer(scope.adopt(&n), "arange: n")?;
+        let dtype = dtype_argument(scope, dtype.as_ref(), "arange: dtype")?;
+        Ok(Tensor::new(SharedTensor::native(CoreTensor::arange(
+            n, dtype,
+        )?)))
+    };
+    made().or_throw(env)
+}

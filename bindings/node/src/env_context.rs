@@ -1,0 +1,156 @@
+//! Per-environment state: the main thread and every worker each load the addon into their own
+//! Node-API environment, with its own heap, thread and [`EnvContext`].
+//!
+//! The context outlives its environment when tensors made there are still held elsewhere (a
+//! consumer on another thread); `alive` then turns false and nothing touches the dead
+//! environment again.
+
+use std::cell::RefCell;
+use std::ffi::c_void;
+use std::ptr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::{self, ThreadId};
+
+use napi::sys;
+
+use crate::block_registry::BlockRegistry;
+use crate::errors::{Failure, Outcome};
+use crate::node_api::{Handle, Scope};
+use crate::release_queue::ReleaseQueue;
+use crate::testing::PINNED_JS_BUFFERS;
+
+/// What dlbridge keeps per Node-API environment.
+pub(crate) struct EnvContext {
+    /// The environment's address: its identity while `alive`.
+    env: usize,
+    thread: ThreadId,
+    alive: AtomicBool,
+    releases: Arc<ReleaseQueue>,
+    /// Strong reference to the symbol under which a `Tensor` object keeps its view buffer.
+    view_key: sys::napi_ref,
+    /// The external ArrayBuffers alive in this environment.
+    pub(crate) blocks: BlockRegistry,
+    /// Test switch: behave as a runtime that forbids external buffers.
+    forbid_external_buffers: AtomicBool,
+}
+
+// SAFETY: the raw Node-API handles inside (`view_key`, the env address) are only used on the
+// environment's own thread while `alive`; other threads only read atomics and post to the
+// thread-safe release queue.
+unsafe impl Send for EnvContext {}
+// SAFETY: as above.
+unsafe impl Sync for EnvContext {}
+
+thread_local! {
+    /// The context of the environment that last called in on this thread (usually the only one).
+    static CURRENT: RefCell<Option<Arc<EnvContext>>> = const { RefCell::new(None) };
+}
+
+impl EnvContext {
+    /// The context of the calling environment, created on first use.
+    pub(crate) fn of(scope: Scope<'_>) -> Outcome<Arc<EnvContext>> {
+        let cached = CURRENT.with_borrow(|c| c.as_ref().filter(|c| c.is_current(scope)).cloned());
+        if let Some(context) = cached {
+            return Ok(context);
+        }
+        let mut data = ptr::null_mut();
+        // SAFETY: live env; dlbridge is the only user of its instance-data slot.
+        unsafe { sys::napi_get_instance_data(scope.raw(), &mut data) };
+        let context = if data.is_null() {
+            Self::create(scope)?
+        } else {
+            // SAFETY: the slot holds the `Arc<EnvContext>` leaked by `create` until `on_teardown`.
+            unsafe {
+                Arc::increment_strong_count(data as *const EnvContext);
+                Arc::from_raw(data as *const EnvContext)
+            }
+        };
+        CURRENT.set(Some(context.clone()));
+        Ok(context)
+    }
+
+    fn create(scope: Scope<'_>) -> Outcome<Arc<EnvContext>> {
+        let key = scope.symbol(c"dlbridge.viewBuffer")?;
+        let context = Arc::new(EnvContext {
+            env: scope.raw() as usize,
+            thread: thread::current().id(),
+            alive: AtomicBool::new(true),
+            releases: ReleaseQueue::new(scope)?,
+            view_key: scope.create_reference(key, 1)?,
+            blocks: BlockRegistry::default(),
+            forbid_external_buffers: AtomicBool::new(false),
+        });
+        let data = Arc::into_raw(context.clone()) as *mut c_void;
+        // SAFETY: live env; `data` is an Arc that `on_teardown` takes back.
+        let status = unsafe {
+            sys::napi_set_instance_data(scope.raw(), data, Some(on_teardown), ptr::null_mut())
+        };
+        if status != sys::Status::napi_ok {
+            // SAFETY: Node did not take the Arc.
+            drop(unsafe { Arc::from_raw(data as *const EnvContext) });
+            return Err(Failure::error(
+                "ERR_DLBRIDGE_NODE_API",
+                format!("cannot attach dlbridge's environment state (Node-API status {status})"),
+            ));
+        }
+        Ok(context)
+    }
+
+    /// Whether `scope` is this context's environment, and that environment is alive.
+    pub(crate) fn is_current(&self, scope: Scope<'_>) -> bool {
+        self.alive.load(Ordering::Acquire) && scope.raw() as usize == self.env
+    }
+
+    /// Whether the environment has not torn down yet.
+    pub(crate) fn is_alive(&self) -> bool {
+        self.alive.load(Ordering::Acquire)
+    }
+
+    /// Deletes a strong `reference` to a pinned JS buffer (created in this environment): at once
+    /// on its thread, through the release queue from elsewhere. After teardown (or when the
+    /// queue is already closing) the heap it pointed into is gone with the environment.
+    pub(crate) fn release(&self, reference: sys::napi_ref) {
+        if !self.is_alive() {
+            PINNED_JS_BUFFERS.decrement();
+        } else if thread::current().id() == self.thread {
+            // SAFETY: on the environment's thread, which only runs dlbridge code from inside
+            // Node-API callbacks of that environment, while it is alive (checked above).
+            unsafe { Scope::from_raw(self.env as sys::napi_env).delete_reference(reference) };
+            PINNED_JS_BUFFERS.decrement();
+        } else if !self.releases.post(reference) {
+            PINNED_JS_BUFFERS.decrement();
+        }
+    }
+
+    /// The symbol under which `Tensor` objects keep their view buffer.
+    pub(crate) fn view_key<'env>(&self, scope: Scope<'env>) -> Outcome<Handle<'env>> {
+        // SAFETY: `view_key` was created in this env (the caller's, as `of` checked) and lives
+        // until teardown.
+        unsafe { scope.reference_value(self.view_key) }
+            .ok_or_else(|| Failure::error("ERR_DLBRIDGE_NODE_API", "dlbridge's view key is gone"))
+    }
+
+    /// Whether external ArrayBuffers are refused here (always false on stock Node; the switch
+    /// exists so tests can exercise the copy fallback of runtimes like Electron).
+    pub(crate) fn forbids_external_buffers(&self) -> bool {
+        self.forbid_external_buffers.load(Ordering::Relaxed)
+    }
+
+    /// Sets the test switch.
+    pub(crate) fn set_forbid_external_buffers(&self, forbid: bool) {
+        self.forbid_external_buffers
+            .store(forbid, Ordering::Relaxed);
+    }
+}
+
+/// The environment tears down: mark the context dead and drop its slot's Arc.
+unsafe extern "C" fn on_teardown(env: sys::napi_env, data: *mut c_void, _hint: *mut c_void) {
+    // SAFETY: the Arc leaked by `create`, given back once by Node.
+    let context = unsafe { Arc::from_raw(data as *const EnvContext) };
+    // SAFETY: Node calls instance-data finalizers with the live env on its thread.
+    unsafe { Scope::from_raw(env).delete_reference(context.view_key) };
+    context.alive.store(false, Ordering::Release);
+    // `try_with`: at process exit the thread-local may already be gone.
+    let _ = CURRENT.try_with(|current| current.replace(None));
+}

@@ -1,0 +1,190 @@
+//! The ArrayBuffer that a tensor's zero-copy typed arrays view, in order of preference:
+//!
+//! 1. the tensor's own JS buffer (made by `fromTypedArray` in this environment);
+//! 2. the external ArrayBuffer already registered for this memory block ([`BlockRegistry`]);
+//! 3. a new external ArrayBuffer over the block, whose finalizer holds the tensor: the producer's
+//!    memory is released when the last view of it is collected;
+//! 4. a copy, flagged `copied`, where the runtime forbids external buffers (Electron's memory
+//!    cage), or where a live buffer already starts at this address but is shorter (a foreign
+//!    producer exporting overlapping views of one allocation).
+//!
+//! [`BlockRegistry`]: crate::block_registry::BlockRegistry
+
+use std::ffi::c_void;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use dlbridge::layout::{self, Order};
+use dlbridge::{copy, Device, Flags, TensorView};
+use napi::sys;
+
+use crate::block_registry::Lookup;
+use crate::env_context::EnvContext;
+use crate::errors::{Failure, Outcome};
+use crate::node_api::{Handle, Scope};
+use crate::shared::SharedTensor;
+use crate::testing::EXTERNAL_BUFFERS;
+
+/// A buffer for typed-array views of a tensor.
+pub(crate) struct ViewBuffer<'env> {
+    /// The ArrayBuffer.
+    pub buffer: Handle<'env>,
+    /// Byte offset of element 0 in it.
+    pub offset: usize,
+    /// Whether it holds a copy instead of the tensor's memory.
+    pub copied: bool,
+}
+
+/// What an external ArrayBuffer's finalizer needs: the tensor it keeps alive and its entry.
+struct ExternalBlock {
+    /// Held, not read: the tensor's memory must outlive the buffer.
+    _tensor: Arc<SharedTensor>,
+    context: Arc<EnvContext>,
+    base: usize,
+    id: u64,
+}
+
+/// Distinguishes successive buffers registered at one address.
+static NEXT_BLOCK_ID: AtomicU64 = AtomicU64::new(1);
+
+/// The buffer for zero-copy views of `tensor`, which the caller checked to be a non-empty,
+/// C-contiguous host tensor whose element 0 is aligned for typed arrays of `alignment` bytes.
+pub(crate) fn view_buffer<'env>(
+    scope: Scope<'env>,
+    context: &Arc<EnvContext>,
+    tensor: &Arc<SharedTensor>,
+    alignment: usize,
+) -> Outcome<ViewBuffer<'env>> {
+    if let Some(memory) = tensor.js_memory() {
+        if let Some(buffer) = memory.buffer(scope)? {
+            return Ok(ViewBuffer {
+                buffer,
+                offset: memory.byte_offset(),
+                copied: false,
+            });
+        }
+    }
+    let view = tensor.view();
+    let span = view.byte_span();
+    let base = view.data_ptr().wrapping_offset(span.start) as usize;
+    let offset = span.start.unsigned_abs();
+    if base % alignment != 0 {
+        return Err(Failure::error(
+            "ERR_DLBRIDGE_MISALIGNED",
+            format!(
+                "the tensor's memory at {base:#x} is not aligned to {alignment} bytes, so no \
+                 typed array can view it: pass {{copy: true}}"
+            ),
+        ));
+    }
+    match context.blocks.lookup(scope, base, span.len()) {
+        Lookup::Live(buffer) => Ok(ViewBuffer {
+            buffer,
+            offset,
+            copied: false,
+        }),
+        Lookup::Shorter => copy_view(scope, &view),
+        Lookup::Vacant | Lookup::Collected if context.forbids_external_buffers() => {
+            copy_view(scope, &view)
+        }
+        Lookup::Vacant | Lookup::Collected => {
+            match create_external(scope, context, tensor, base, span.len())? {
+                Some(buffer) => Ok(ViewBuffer {
+                    buffer,
+                    offset,
+                    copied: false,
+                }),
+                None => copy_view(scope, &view),
+            }
+        }
+    }
+}
+
+/// A new external ArrayBuffer over `len` bytes at `base`, registered, or `None` where the
+/// runtime forbids external buffers.
+fn create_external<'env>(
+    scope: Scope<'env>,
+    context: &Arc<EnvContext>,
+    tensor: &Arc<SharedTensor>,
+    base: usize,
+    len: usize,
+) -> Outcome<Option<Handle<'env>>> {
+    let id = NEXT_BLOCK_ID.fetch_add(1, Ordering::Relaxed);
+    let hint = Box::into_raw(Box::new(ExternalBlock {
+        _tensor: tensor.clone(),
+        context: context.clone(),
+        base,
+        id,
+    }));
+    // SAFETY: the block is the tensor's span (host memory, valid while the tensor lives), and
+    // `hint` keeps the tensor alive until `finalize_external` runs; the registry lookup just
+    // found no reachable buffer of this environment starting at `base`.
+    let created = unsafe {
+        scope.create_external_arraybuffer(
+            base as *mut u8,
+            len,
+            Some(finalize_external),
+            hint as *mut c_void,
+        )
+    };
+    let buffer = match created {
+        Ok(Some(buffer)) => buffer,
+        Ok(None) | Err(_) => {
+            // SAFETY: Node did not take the hint (no buffer was made).
+            drop(unsafe { Box::from_raw(hint) });
+            return created;
+        }
+    };
+    EXTERNAL_BUFFERS.increment();
+    let weak = scope.create_reference(buffer, 0)?;
+    context.blocks.insert(scope, base, len, weak, id);
+    Ok(Some(buffer))
+}
+
+/// Finalizer of external ArrayBuffers: unregister, then let go of the tensor (whose producer
+/// releases the memory if this was the last holder).
+unsafe extern "C" fn finalize_external(env: sys::napi_env, _data: *mut c_void, hint: *mut c_void) {
+    // SAFETY: `hint` is the `ExternalBlock` boxed by `create_external`, handed back once.
+    let block = unsafe { Box::from_raw(hint as *mut ExternalBlock) };
+    // SAFETY: Node runs ArrayBuffer finalizers on the environment's thread with its live env.
+    let scope = unsafe { Scope::from_raw(env) };
+    block.context.blocks.remove(scope, block.base, block.id);
+    EXTERNAL_BUFFERS.decrement();
+}
+
+/// A new ArrayBuffer holding `view`'s elements in C order, as a [`ViewBuffer`] flagged copied.
+fn copy_view<'env>(scope: Scope<'env>, view: &TensorView<'_>) -> Outcome<ViewBuffer<'env>> {
+    Ok(ViewBuffer {
+        buffer: copy_to_arraybuffer(scope, view)?,
+        offset: 0,
+        copied: true,
+    })
+}
+
+/// A new ArrayBuffer holding `view`'s elements in C order.
+pub(crate) fn copy_to_arraybuffer<'env>(
+    scope: Scope<'env>,
+    view: &TensorView<'_>,
+) -> Outcome<Handle<'env>> {
+    view.require_host()?;
+    let (buffer, data) = scope.create_arraybuffer(view.nbytes())?;
+    if view.size() == 0 {
+        return Ok(buffer);
+    }
+    let strides = layout::compact_strides(view.shape(), Order::C);
+    // SAFETY: the new buffer holds `nbytes` writable bytes, exactly the compact C layout of
+    // `view`'s shape and dtype (sub-byte padding carried over); JS cannot touch it during the
+    // copy.
+    let destination = unsafe {
+        TensorView::from_raw_parts(
+            data,
+            view.shape(),
+            &strides,
+            view.dtype(),
+            Device::CPU,
+            view.flags() & Flags::IS_SUBBYTE_TYPE_PADDED,
+        )
+    };
+    copy::copy_into(view, &destination)?;
+    Ok(buffer)
+}

@@ -1,0 +1,91 @@
+//! [`JsMemory`]: the ArrayBuffer under a tensor made by `fromTypedArray`, kept alive by a strong
+//! Node-API reference for as long as any holder of the tensor lives, on whatever thread the last
+//! one lets go.
+
+use std::sync::Arc;
+
+use napi::sys;
+
+use crate::env_context::EnvContext;
+use crate::errors::{Failure, Outcome};
+use crate::node_api::{Handle, Scope};
+use crate::testing;
+
+/// A pinned ArrayBuffer (or SharedArrayBuffer) of one environment.
+pub(crate) struct JsMemory {
+    context: Arc<EnvContext>,
+    buffer: sys::napi_ref,
+    /// Byte offset of the tensor's element 0 in the buffer.
+    byte_offset: usize,
+}
+
+// SAFETY: the reference is only dereferenced on its environment's thread (`buffer` checks the
+// scope), and released through `EnvContext::release`, which hops to that thread.
+unsafe impl Send for JsMemory {}
+// SAFETY: as above; `&JsMemory` only reads plain fields.
+unsafe impl Sync for JsMemory {}
+
+impl JsMemory {
+    /// Pins `buffer`, in which element 0 sits at `byte_offset`.
+    pub(crate) fn pin(
+        scope: Scope<'_>,
+        context: Arc<EnvContext>,
+        buffer: Handle<'_>,
+        byte_offset: usize,
+    ) -> Outcome<JsMemory> {
+        let buffer = scope.create_reference(buffer, 1)?;
+        testing::PINNED_JS_BUFFERS.increment();
+        Ok(JsMemory {
+            context,
+            buffer,
+            byte_offset,
+        })
+    }
+
+    /// Byte offset of element 0 in the buffer.
+    pub(crate) fn byte_offset(&self) -> usize {
+        self.byte_offset
+    }
+
+    /// The buffer, when `scope` is its environment (`None` elsewhere: another thread's heap).
+    ///
+    /// Fails with a `TypeError` if the buffer has been detached since, and with an `Error` if
+    /// its environment (a worker) has exited: in both cases its memory is gone.
+    pub(crate) fn buffer<'env>(&self, scope: Scope<'env>) -> Outcome<Option<Handle<'env>>> {
+        if !self.context.is_alive() {
+            return Err(Failure::error(
+                "ERR_DLBRIDGE_MEMORY_GONE",
+                "the tensor's typed array belonged to a worker that has exited: its memory is gone",
+            ));
+        }
+        if !self.context.is_current(scope) {
+            return Ok(None);
+        }
+        // SAFETY: a strong reference of this (live, current) environment, deleted only on drop.
+        let buffer = unsafe { scope.reference_value(self.buffer) }
+            .ok_or_else(|| Failure::error("ERR_DLBRIDGE_NODE_API", "pinned buffer is gone"))?;
+        if buffer.is_detached() {
+            return Err(detached());
+        }
+        Ok(Some(buffer))
+    }
+
+    /// Fails if the memory is gone (detached buffer, exited worker); see [`JsMemory::buffer`].
+    pub(crate) fn check_alive(&self, scope: Scope<'_>) -> Outcome<()> {
+        self.buffer(scope).map(drop)
+    }
+}
+
+impl Drop for JsMemory {
+    fn drop(&mut self) {
+        self.context.release(self.buffer);
+    }
+}
+
+/// The `TypeError` for memory whose ArrayBuffer was detached (transferred or released).
+pub(crate) fn detached() -> Failure {
+    Failure::type_error(
+        "ERR_DLBRIDGE_DETACHED",
+        "the typed array's ArrayBuffer is detached (transferred or released): its memory is gone",
+    )
+}

@@ -1,0 +1,41 @@
+//! Node.js bindings of dlbridge: the native half of the `dlbridge` npm package (index.js wraps
+//! it; index.d.ts types it).
+//!
+//! - [`constructors`]: `fromTypedArray` (zero-copy over a typed array's memory, which stays
+//!   pinned while any holder lives), `empty` and `arange` (Rust-owned memory).
+//! - [`tensor`]: the `Tensor` class; `toTypedArray` hands out views over one ArrayBuffer per
+//!   memory block ([`external`], [`block_registry`]).
+//! - [`pointer_io`]: DLPack managed-tensor pointers as BigInts, for other native addons.
+//! - [`dtype_map`]: which typed array views which dtype.
+//! - [`env_context`], [`js_memory`], [`release_queue`]: per-environment state (main thread and
+//!   workers), JS buffers pinned from any thread and released on their own.
+//! - [`errors`]: the one mapping to JS error classes; [`arguments`]: argument checks;
+//!   [`node_api`]: the raw Node-API calls; [`testing`]: the `_debug` counts.
+
+// napi-derive leaves out the registration of `#[napi]` items under cfg(test), so to the unit
+// test build every entry point (and what only they use) looks unused.
+#![cfg_attr(test, allow(dead_code))]
+
+use napi_derive::napi;
+
+mod arguments;
+mod block_registry;
+mod constructors;
+mod dtype_map;
+mod env_context;
+mod errors;
+mod external;
+mod js_memory;
+mod node_api;
+mod pointer_io;
+mod release_queue;
+mod shared;
+mod tensor;
+mod testing;
+
+/// The DLPack version this build speaks, as `[major, minor]`.
+#[napi(js_name = "DLPACK_VERSION")]
+pub const DLPACK_VERSION: [u32; 2] = [
+    dlbridge::ffi::DLPACK_MAJOR_VERSION,
+    dlbridge::ffi::DLPACK_MINOR_VERSION,
+];

@@ -1,0 +1,532 @@
+//! Checked wrappers over the Node-API calls this crate makes directly (typed arrays, array
+//! buffers, references, properties), where napi-rs either has no equivalent or hides what we must
+//! see (it copies silently where external buffers are forbidden).
+//!
+//! [`Scope`] is the environment of the current call and [`Handle`] a value in it. Both are only
+//! made from what napi-rs hands an entry point or from the calls below, and they cannot outlive
+//! the call (`'env`), which is what makes the wrappers safe to call.
+
+use std::ffi::{c_void, CStr};
+use std::marker::PhantomData;
+use std::ptr;
+
+use napi::bindgen_prelude::{JsValue, Unknown};
+use napi::{sys, Env};
+
+use crate::dtype_map::ArrayKind;
+use crate::errors::{Failure, Outcome};
+
+/// The environment of the current Node-API call.
+#[derive(Clone, Copy)]
+pub(crate) struct Scope<'env> {
+    env: sys::napi_env,
+    _call: PhantomData<&'env Env>,
+}
+
+/// A JavaScript value of the current call.
+#[derive(Clone, Copy)]
+pub(crate) struct Handle<'env> {
+    env: sys::napi_env,
+    value: sys::napi_value,
+    _call: PhantomData<&'env Env>,
+}
+
+/// A typed array's facts, as Node-API reports them.
+#[derive(Clone, Copy)]
+pub(crate) struct TypedArrayInfo<'env> {
+    /// Its class.
+    pub kind: ArrayKind,
+    /// Length in elements.
+    pub length: usize,
+    /// Address of its first element (byteOffset applied).
+    pub data: *mut u8,
+    /// The ArrayBuffer (or SharedArrayBuffer) it views.
+    pub buffer: Handle<'env>,
+    /// Its byteOffset in `buffer`.
+    pub byte_offset: usize,
+}
+
+/// The JavaScript type of a value, for argument checks and messages.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum JsType {
+    Undefined,
+    Null,
+    Boolean,
+    Number,
+    String,
+    Symbol,
+    Object,
+    Function,
+    External,
+    BigInt,
+}
+
+impl JsType {
+    fn from_raw(raw: sys::napi_valuetype) -> JsType {
+        use sys::ValueType as V;
+        match raw {
+            V::napi_undefined => JsType::Undefined,
+            V::napi_null => JsType::Null,
+            V::napi_boolean => JsType::Boolean,
+            V::napi_number => JsType::Number,
+            V::napi_string => JsType::String,
+            V::napi_symbol => JsType::Symbol,
+            V::napi_function => JsType::Function,
+            V::napi_external => JsType::External,
+            V::napi_bigint => JsType::BigInt,
+            _ => JsType::Object,
+        }
+    }
+
+    /// The `typeof`-style name.
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            JsType::Undefined => "undefined",
+            JsType::Null => "null",
+            JsType::Boolean => "boolean",
+            JsType::Number => "number",
+            JsType::String => "string",
+            JsType::Symbol => "symbol",
+            JsType::Object => "object",
+            JsType::Function => "function",
+            JsType::External => "external",
+            JsType::BigInt => "bigint",
+        }
+    }
+}
+
+/// Fails with the status's Node-API description.
+fn check(status: sys::napi_status, call: &str) -> Outcome<()> {
+    if status == sys::Status::napi_ok {
+        Ok(())
+    } else {
+        Err(Failure::error(
+            "ERR_DLBRIDGE_NODE_API",
+            format!("{call} failed with Node-API status {status}"),
+        ))
+    }
+}
+
+impl<'env> Scope<'env> {
+    /// The scope of an entry point's `env`.
+    pub(crate) fn new(env: &'env Env) -> Self {
+        Scope {
+            env: env.raw(),
+            _call: PhantomData,
+        }
+    }
+
+    /// The scope of a Node-API callback's environment (finalizers, thread-safe calls).
+    ///
+    /// # Safety
+    /// `env` is the live environment passed to the running callback, and the scope is used only
+    /// inside that callback.
+    pub(crate) unsafe fn from_raw(env: sys::napi_env) -> Self {
+        Scope {
+            env,
+            _call: PhantomData,
+        }
+    }
+
+    /// The raw environment (for identity checks and napi-rs calls).
+    pub(crate) fn raw(self) -> sys::napi_env {
+        self.env
+    }
+
+    fn handle(self, value: sys::napi_value) -> Handle<'env> {
+        Handle {
+            env: self.env,
+            value,
+            _call: PhantomData,
+        }
+    }
+
+    /// A value napi-rs handed us.
+    pub(crate) fn adopt<V: JsValue<'env>>(self, value: &V) -> Handle<'env> {
+        self.handle(value.raw())
+    }
+
+    /// A new, zero-filled ArrayBuffer of `len` bytes and the address of its memory.
+    pub(crate) fn create_arraybuffer(self, len: usize) -> Outcome<(Handle<'env>, *mut u8)> {
+        let (mut out, mut data) = (ptr::null_mut(), ptr::null_mut());
+        // SAFETY: live env, valid out-pointers.
+        let status = unsafe { sys::napi_create_arraybuffer(self.env, len, &mut data, &mut out) };
+        if status != sys::Status::napi_ok {
+            return Err(Failure::range_error(
+                "ERR_DLBRIDGE_ALLOCATION_FAILED",
+                format!("cannot allocate an ArrayBuffer of {len} bytes"),
+            ));
+        }
+        Ok((self.handle(out), data as *mut u8))
+    }
+
+    /// An ArrayBuffer over memory we keep alive until `finalize` runs (with `hint`).
+    ///
+    /// Returns `Ok(None)` where the runtime forbids external buffers
+    /// (`napi_no_external_buffers_allowed`); `finalize` is then never called.
+    ///
+    /// # Safety
+    /// `data..data + len` stays valid and unmoved until `finalize(env, data, hint)` runs, and no
+    /// other ArrayBuffer reachable from this environment starts at `data`.
+    pub(crate) unsafe fn create_external_arraybuffer(
+        self,
+        data: *mut u8,
+        len: usize,
+        finalize: sys::napi_finalize,
+        hint: *mut c_void,
+    ) -> Outcome<Option<Handle<'env>>> {
+        let mut out = ptr::null_mut();
+        // SAFETY: live env; the memory contract is the caller's.
+        let status = unsafe {
+            sys::napi_create_external_arraybuffer(
+                self.env,
+                data as *mut c_void,
+                len,
+                finalize,
+                hint,
+                &mut out,
+            )
+        };
+        if status == sys::Status::napi_no_external_buffers_allowed {
+            return Ok(None);
+        }
+        check(status, "napi_create_external_arraybuffer")?;
+        Ok(Some(self.handle(out)))
+    }
+
+    /// A typed array of `kind` over `length` elements of `buffer` (an ArrayBuffer or a
+    /// SharedArrayBuffer) from `byte_offset`.
+    pub(crate) fn create_typed_array(
+        self,
+        kind: ArrayKind,
+        length: usize,
+        buffer: Handle<'env>,
+        byte_offset: usize,
+    ) -> Outcome<Handle<'env>> {
+        let mut out = ptr::null_mut();
+        // SAFETY: live env, `buffer` is a value of this call; Node-API checks the range.
+        let status = unsafe {
+            sys::napi_create_typedarray(
+                self.env,
+                kind.to_napi(),
+                length,
+                buffer.value,
+                byte_offset,
+                &mut out,
+            )
+        };
+        if status == sys::Status::napi_invalid_arg {
+            // Node-API before Node 24 takes ArrayBuffers only: build views of a
+            // SharedArrayBuffer with the JS constructor.
+            return self.construct_typed_array(kind, length, buffer, byte_offset);
+        }
+        check(status, "napi_create_typedarray")?;
+        Ok(self.handle(out))
+    }
+
+    /// `new globalThis[kind.name()](buffer, byte_offset, length)`.
+    fn construct_typed_array(
+        self,
+        kind: ArrayKind,
+        length: usize,
+        buffer: Handle<'env>,
+        byte_offset: usize,
+    ) -> Outcome<Handle<'env>> {
+        let (mut global, mut offset, mut count) =
+            (ptr::null_mut(), ptr::null_mut(), ptr::null_mut());
+        // SAFETY: live env, valid out-pointer.
+        let status = unsafe { sys::napi_get_global(self.env, &mut global) };
+        check(status, "napi_get_global")?;
+        let constructor = self.handle(global).get_named(kind.constructor_name())?;
+        // SAFETY: live env, valid out-pointers; both values are below 2^53 (memory sizes).
+        unsafe {
+            check(
+                sys::napi_create_double(self.env, byte_offset as f64, &mut offset),
+                "napi_create_double",
+            )?;
+            check(
+                sys::napi_create_double(self.env, length as f64, &mut count),
+                "napi_create_double",
+            )?;
+        }
+        let arguments = [buffer.value, offset, count];
+        let mut out = ptr::null_mut();
+        // SAFETY: live env; `constructor` is a global typed-array constructor, called with
+        // three values of this call.
+        let status = unsafe {
+            sys::napi_new_instance(self.env, constructor.value, 3, arguments.as_ptr(), &mut out)
+        };
+        check(status, "constructing a typed array")?;
+        Ok(self.handle(out))
+    }
+
+    /// A string.
+    pub(crate) fn string(self, text: &CStr) -> Outcome<Handle<'env>> {
+        let mut out = ptr::null_mut();
+        // SAFETY: live env, NUL-terminated string (length -1 = up to the NUL).
+        let status = unsafe { sys::napi_create_string_utf8(self.env, text.as_ptr(), -1, &mut out) };
+        check(status, "napi_create_string_utf8")?;
+        Ok(self.handle(out))
+    }
+
+    /// A new `Symbol(description)`.
+    pub(crate) fn symbol(self, description: &CStr) -> Outcome<Handle<'env>> {
+        let name = self.string(description)?;
+        let mut out = ptr::null_mut();
+        // SAFETY: live env, `name` was just made in it.
+        let status = unsafe { sys::napi_create_symbol(self.env, name.value, &mut out) };
+        check(status, "napi_create_symbol")?;
+        Ok(self.handle(out))
+    }
+
+    /// A reference to `value` with `count` strong references (0: weak).
+    pub(crate) fn create_reference(
+        self,
+        value: Handle<'env>,
+        count: u32,
+    ) -> Outcome<sys::napi_ref> {
+        let mut out = ptr::null_mut();
+        // SAFETY: live env, `value` belongs to this call.
+        let status = unsafe { sys::napi_create_reference(self.env, value.value, count, &mut out) };
+        check(status, "napi_create_reference")?;
+        Ok(out)
+    }
+
+    /// The referenced value, or `None` once a weak reference's value was collected.
+    ///
+    /// # Safety
+    /// `reference` was created in this environment and not yet deleted.
+    pub(crate) unsafe fn reference_value(self, reference: sys::napi_ref) -> Option<Handle<'env>> {
+        let mut out = ptr::null_mut();
+        // SAFETY: live env; the reference is live (caller's contract).
+        let status = unsafe { sys::napi_get_reference_value(self.env, reference, &mut out) };
+        (status == sys::Status::napi_ok && !out.is_null()).then(|| self.handle(out))
+    }
+
+    /// Deletes a reference.
+    ///
+    /// # Safety
+    /// `reference` was created in this environment and is deleted only once.
+    pub(crate) unsafe fn delete_reference(self, reference: sys::napi_ref) {
+        // SAFETY: per the caller's contract. A failure (the env tearing down) leaves it to Node.
+        unsafe { sys::napi_delete_reference(self.env, reference) };
+    }
+}
+
+impl<'env> Handle<'env> {
+    /// The raw value, for Node-API calls made elsewhere in this crate.
+    pub(crate) fn raw(self) -> sys::napi_value {
+        self.value
+    }
+
+    /// The raw value (to return it through napi-rs).
+    pub(crate) fn into_unknown(self) -> Unknown<'env> {
+        // SAFETY: a value of the current call's env (Handle invariant).
+        unsafe { Unknown::from_raw_unchecked(self.env, self.value) }
+    }
+
+    /// `typeof`.
+    pub(crate) fn js_type(self) -> JsType {
+        let mut raw = sys::ValueType::napi_undefined;
+        // SAFETY: live env and value (Handle invariant).
+        unsafe { sys::napi_typeof(self.env, self.value, &mut raw) };
+        JsType::from_raw(raw)
+    }
+
+    /// Whether this is `undefined` or `null`.
+    pub(crate) fn is_nullish(self) -> bool {
+        matches!(self.js_type(), JsType::Undefined | JsType::Null)
+    }
+
+    /// The typed array's facts, or `None` if this is not a typed array.
+    pub(crate) fn typed_array_info(self) -> Outcome<Option<TypedArrayInfo<'env>>> {
+        let mut is_typed_array = false;
+        // SAFETY: live env and value.
+        let status = unsafe { sys::napi_is_typedarray(self.env, self.value, &mut is_typed_array) };
+        check(status, "napi_is_typedarray")?;
+        if !is_typed_array {
+            return Ok(None);
+        }
+        let (mut raw_kind, mut length, mut data) = (0, 0, ptr::null_mut());
+        let (mut buffer, mut byte_offset) = (ptr::null_mut(), 0);
+        // SAFETY: live env, a typed array (checked above), valid out-pointers.
+        let status = unsafe {
+            sys::napi_get_typedarray_info(
+                self.env,
+                self.value,
+                &mut raw_kind,
+                &mut length,
+                &mut data,
+                &mut buffer,
+                &mut byte_offset,
+            )
+        };
+        check(status, "napi_get_typedarray_info")?;
+        let kind = ArrayKind::from_napi(raw_kind).ok_or_else(|| {
+            Failure::type_error(
+                "ERR_DLBRIDGE_UNSUPPORTED_TYPED_ARRAY",
+                format!("typed array type {raw_kind} has no DLPack dtype"),
+            )
+        })?;
+        Ok(Some(TypedArrayInfo {
+            kind,
+            length,
+            data: data as *mut u8,
+            buffer: Handle {
+                value: buffer,
+                ..self
+            },
+            byte_offset,
+        }))
+    }
+
+    /// Whether this is a DataView.
+    pub(crate) fn is_dataview(self) -> bool {
+        let mut result = false;
+        // SAFETY: live env and value.
+        unsafe { sys::napi_is_dataview(self.env, self.value, &mut result) };
+        result
+    }
+
+    /// Whether this is an array.
+    pub(crate) fn is_array(self) -> bool {
+        let mut result = false;
+        // SAFETY: live env and value.
+        unsafe { sys::napi_is_array(self.env, self.value, &mut result) };
+        result
+    }
+
+    /// Whether this is an ArrayBuffer (not a SharedArrayBuffer).
+    pub(crate) fn is_arraybuffer(self) -> bool {
+        let mut result = false;
+        // SAFETY: live env and value.
+        unsafe { sys::napi_is_arraybuffer(self.env, self.value, &mut result) };
+        result
+    }
+
+    /// Whether this ArrayBuffer is detached (always false for a SharedArrayBuffer).
+    pub(crate) fn is_detached(self) -> bool {
+        let mut detached = false;
+        // SAFETY: live env and value; non-ArrayBuffers report false.
+        unsafe { sys::napi_is_detached_arraybuffer(self.env, self.value, &mut detached) };
+        detached
+    }
+
+    /// The named property (`undefined` when absent).
+    pub(crate) fn get_named(self, name: &CStr) -> Outcome<Handle<'env>> {
+        let mut out = ptr::null_mut();
+        // SAFETY: live env and value, NUL-terminated name; getters may run JS and throw.
+        let status =
+            unsafe { sys::napi_get_named_property(self.env, self.value, name.as_ptr(), &mut out) };
+        check(status, "reading a property")?;
+        Ok(Handle { value: out, ..self })
+    }
+
+    /// The property under `key` (a symbol).
+    pub(crate) fn get(self, key: Handle<'env>) -> Outcome<Handle<'env>> {
+        let mut out = ptr::null_mut();
+        // SAFETY: live env, values of this call.
+        let status = unsafe { sys::napi_get_property(self.env, self.value, key.value, &mut out) };
+        check(status, "napi_get_property")?;
+        Ok(Handle { value: out, ..self })
+    }
+
+    /// Defines `key` as a hidden (non-enumerable, read-only, permanent) property.
+    pub(crate) fn define_hidden(self, key: Handle<'env>, value: Handle<'env>) -> Outcome<()> {
+        let descriptor = sys::napi_property_descriptor {
+            utf8name: ptr::null(),
+            name: key.value,
+            method: None,
+            getter: None,
+            setter: None,
+            value: value.value,
+            attributes: sys::PropertyAttributes::default,
+            data: ptr::null_mut(),
+        };
+        // SAFETY: live env, values of this call, one valid descriptor.
+        let status = unsafe { sys::napi_define_properties(self.env, self.value, 1, &descriptor) };
+        check(status, "napi_define_properties")
+    }
+
+    /// A boolean's value.
+    pub(crate) fn bool_value(self) -> Option<bool> {
+        let mut out = false;
+        // SAFETY: live env and value; fails (None) for non-booleans.
+        let status = unsafe { sys::napi_get_value_bool(self.env, self.value, &mut out) };
+        (status == sys::Status::napi_ok).then_some(out)
+    }
+
+    /// A number's value.
+    pub(crate) fn number_value(self) -> Option<f64> {
+        let mut out = 0.0;
+        // SAFETY: live env and value; fails (None) for non-numbers.
+        let status = unsafe { sys::napi_get_value_double(self.env, self.value, &mut out) };
+        (status == sys::Status::napi_ok).then_some(out)
+    }
+
+    /// A BigInt's value as `i64`, with whether it fitted.
+    pub(crate) fn bigint_i64(self) -> Option<(i64, bool)> {
+        let (mut out, mut lossless) = (0, false);
+        // SAFETY: live env and value; fails (None) for non-BigInts.
+        let status = unsafe {
+            sys::napi_get_value_bigint_int64(self.env, self.value, &mut out, &mut lossless)
+        };
+        (status == sys::Status::napi_ok).then_some((out, lossless))
+    }
+
+    /// A BigInt's value as `u64`, with whether it fitted.
+    pub(crate) fn bigint_u64(self) -> Option<(u64, bool)> {
+        let (mut out, mut lossless) = (0, false);
+        // SAFETY: live env and value; fails (None) for non-BigInts.
+        let status = unsafe {
+            sys::napi_get_value_bigint_uint64(self.env, self.value, &mut out, &mut lossless)
+        };
+        (status == sys::Status::napi_ok).then_some((out, lossless))
+    }
+
+    /// A string's value (UTF-8), or `None` for non-strings.
+    pub(crate) fn string_value(self) -> Option<String> {
+        let mut len = 0;
+        // SAFETY: live env and value; a NULL buffer asks for the length.
+        let status = unsafe {
+            sys::napi_get_value_string_utf8(self.env, self.value, ptr::null_mut(), 0, &mut len)
+        };
+        if status != sys::Status::napi_ok {
+            return None;
+        }
+        let mut bytes = vec![0u8; len + 1];
+        // SAFETY: `bytes` holds `len + 1` bytes, room for the string and its NUL.
+        unsafe {
+            sys::napi_get_value_string_utf8(
+                self.env,
+                self.value,
+                bytes.as_mut_ptr().cast(),
+                len + 1,
+                &mut len,
+            )
+        };
+        bytes.truncate(len);
+        String::from_utf8(bytes).ok()
+    }
+
+    /// The elements of an array, or `None` for non-arrays.
+    pub(crate) fn array_elements(self) -> Outcome<Option<Vec<Handle<'env>>>> {
+        if !self.is_array() {
+            return Ok(None);
+        }
+        let mut len = 0u32;
+        // SAFETY: live env, an array.
+        let status = unsafe { sys::napi_get_array_length(self.env, self.value, &mut len) };
+        check(status, "napi_get_array_length")?;
+        (0..len)
+            .map(|i| {
+                let mut out = ptr::null_mut();
+                // SAFETY: live env, an array, index in range (holes read as undefined).
+                let status = unsafe { sys::napi_get_element(self.env, self.value, i, &mut out) };
+                check(status, "napi_get_element")?;
+                Ok(Handle { value: out, ..self })
+            })
+            .collect::<Outcome<Vec<_>>>()
+            .map(Some)
+    }
+}

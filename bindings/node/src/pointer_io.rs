@@ -1,0 +1,265 @@
+//! Raw DLPack managed-tensor pointers (BigInt addresses) for interop with other native addons
+//! and frontends through the C ABI, and `addressOf` for proving zero-copy.
+//!
+//! Exports are remembered until their deleter runs, so importing our own export (in any
+//! environment) gives back the very tensor that was exported, JS buffer included, instead of a
+//! wrapper around it.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, LazyLock, Mutex, Weak};
+
+use dlbridge::ffi::{DLManagedTensor, DLManagedTensorVersioned};
+use dlbridge::{export, AsTensorView, Flags, ManagedTensor, Tensor as CoreTensor, TensorView};
+use napi::bindgen_prelude::{BigInt, Unknown};
+use napi::Env;
+use napi_derive::napi;
+
+use crate::arguments::{describe, Options};
+use crate::errors::{Failure, OrThrow, Outcome};
+use crate::js_memory::detached;
+use crate::node_api::{Handle, JsType, Scope};
+use crate::shared::SharedTensor;
+use crate::tensor::Tensor;
+use crate::testing::PENDING_EXPORTS;
+
+/// An export of ours that no consumer has deleted yet.
+struct LiveExport {
+    tensor: Weak<SharedTensor>,
+    legacy: bool,
+}
+
+/// Our live exports, by managed-tensor address.
+static LIVE_EXPORTS: LazyLock<Mutex<HashMap<usize, LiveExport>>> = LazyLock::new(Default::default);
+
+fn live_exports() -> std::sync::MutexGuard<'static, HashMap<usize, LiveExport>> {
+    LIVE_EXPORTS.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// What an exported managed tensor keeps alive; dropping it (the consumer's deleter call)
+/// forgets the export.
+struct ExportedTensor {
+    tensor: Arc<SharedTensor>,
+    /// The managed tensor's address, known once exported.
+    address: Arc<AtomicUsize>,
+}
+
+impl ExportedTensor {
+    fn new(tensor: Arc<SharedTensor>) -> (ExportedTensor, Arc<AtomicUsize>) {
+        PENDING_EXPORTS.increment();
+        let address = Arc::new(AtomicUsize::new(0));
+        (
+            ExportedTensor {
+                tensor,
+                address: address.clone(),
+            },
+            address,
+        )
+    }
+}
+
+impl AsTensorView for ExportedTensor {
+    fn view(&self) -> TensorView<'_> {
+        self.tensor.view()
+    }
+}
+
+impl Drop for ExportedTensor {
+    fn drop(&mut self) {
+        let address = self.address.load(Ordering::Acquire);
+        if address != 0 {
+            live_exports().remove(&address);
+        }
+        PENDING_EXPORTS.decrement();
+    }
+}
+
+/// Whether an export is remembered as ours (so that importing it gives back the tensor), or
+/// left anonymous like any foreign producer's (tests use that to exercise the foreign path).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Remember {
+    Yes,
+    No,
+}
+
+/// `tensor.exportPointer({legacy?, unsafeIgnoreReadOnly?})`: the address of a new
+/// `DLManagedTensorVersioned` (or legacy `DLManagedTensor`) that keeps the tensor alive.
+pub(crate) fn export(
+    scope: Scope<'_>,
+    tensor: &Arc<SharedTensor>,
+    options: &Options<'_>,
+    remember: Remember,
+) -> Outcome<u64> {
+    let legacy = options.bool(c"legacy")?.unwrap_or(false);
+    let ignore_read_only = options.bool(c"unsafeIgnoreReadOnly")?.unwrap_or(false);
+    if let Some(memory) = tensor.js_memory() {
+        memory.check_alive(scope)?;
+    }
+    let (exported, address_slot) = ExportedTensor::new(tensor.clone());
+    let address = if legacy {
+        export::to_legacy(exported, ignore_read_only)
+            .map_err(|_| {
+                Failure::error(
+                    "ERR_DLBRIDGE_READ_ONLY",
+                    "the tensor is read-only and a legacy DLManagedTensor cannot say so: export a \
+                     versioned tensor, or pass {unsafeIgnoreReadOnly: true} if the consumer will \
+                     not write",
+                )
+            })?
+            .as_ptr() as usize
+    } else {
+        export::to_versioned(exported, Flags::empty()).as_ptr() as usize
+    };
+    if remember == Remember::No {
+        return Ok(address as u64);
+    }
+    address_slot.store(address, Ordering::Release);
+    live_exports().insert(
+        address,
+        LiveExport {
+            tensor: Arc::downgrade(tensor),
+            legacy,
+        },
+    );
+    Ok(address as u64)
+}
+
+/// A pointer argument: a BigInt address.
+fn address(value: Handle<'_>, what: &str) -> Outcome<usize> {
+    if value.js_type() != JsType::BigInt {
+        return Err(Failure::type_error(
+            "ERR_DLBRIDGE_INVALID_ARGUMENT",
+            format!("{what} must be a BigInt address, got {}", describe(value)),
+        ));
+    }
+    match value.bigint_u64() {
+        Some((address, true)) if usize::try_from(address).is_ok() => Ok(address as usize),
+        _ => Err(Failure::range_error(
+            "ERR_DLBRIDGE_INVALID_ADDRESS",
+            format!("{what} is not an address of this machine"),
+        )),
+    }
+}
+
+/// Takes ownership of the managed tensor at `address` (versioned unless `legacy`).
+///
+/// # Safety
+/// `address` is 0 or a managed tensor of that kind whose ownership passes to us.
+unsafe fn take(address: usize, legacy: bool, flags: Flags) -> Outcome<Arc<SharedTensor>> {
+    let own = live_exports()
+        .get(&address)
+        .map(|e| (e.tensor.upgrade(), e.legacy));
+    if let Some((tensor, exported_legacy)) = own {
+        if exported_legacy != legacy {
+            let (was, asked) = if exported_legacy {
+                ("legacy DLManagedTensor", "versioned")
+            } else {
+                ("DLManagedTensorVersioned", "legacy")
+            };
+            return Err(Failure::type_error(
+                "ERR_DLBRIDGE_POINTER_KIND",
+                format!("{address:#x} was exported as a {was}, not imported as {asked}"),
+            ));
+        }
+        if let Some(tensor) = tensor.filter(|t| (t.view().flags() & flags) == flags) {
+            // Our own export: consume it (its deleter drops the export) and hand back the tensor.
+            // SAFETY: a live export of ours, now owned by us (caller's contract).
+            drop(unsafe { import_managed(address, legacy, flags) }?);
+            return Ok(tensor);
+        }
+    }
+    // SAFETY: the caller's contract.
+    let managed = unsafe { import_managed(address, legacy, flags) }?;
+    // A versioned tensor carries its own flags: `readonly: true` can only add READ_ONLY.
+    Ok(SharedTensor::native(
+        CoreTensor::from_managed(managed).with_flags(flags),
+    ))
+}
+
+/// Validates and owns a foreign managed tensor (its deleter runs once, when dropped).
+///
+/// # Safety
+/// As for [`take`].
+unsafe fn import_managed(address: usize, legacy: bool, flags: Flags) -> Outcome<ManagedTensor> {
+    // SAFETY: the caller's contract.
+    let imported = unsafe {
+        if legacy {
+            ManagedTensor::from_legacy(address as *mut DLManagedTensor, flags)
+        } else {
+            ManagedTensor::from_versioned(address as *mut DLManagedTensorVersioned)
+        }
+    };
+    Ok(imported?)
+}
+
+/// Imports a DLPack managed-tensor pointer (a BigInt address) made by another native addon,
+/// or by `exportPointer`. The tensor takes ownership: its deleter runs when the tensor (and
+/// every typed array over it) is collected.
+///
+/// **Unsafe by nature**: the address must be a live managed tensor that nobody else will
+/// delete; a wrong address crashes the process.
+#[napi(js_name = "importPointer")]
+pub fn import_pointer(
+    env: &Env,
+    address_value: Unknown<'_>,
+    options: Option<Unknown<'_>>,
+) -> napi::Result<Tensor> {
+    let scope = Scope::new(env);
+    let imported = || -> Outcome<Tensor> {
+        let address = address(scope.adopt(&address_value), "importPointer: address")?;
+        let options = Options::new(scope, options.as_ref(), "importPointer")?;
+        let legacy = options.bool(c"legacy")?.unwrap_or(false);
+        let flags = match options.bool(c"readonly")?.unwrap_or(false) {
+            true => Flags::READ_ONLY,
+            false => Flags::empty(),
+        };
+        // SAFETY: the documented contract of `importPointer`: the caller hands us ownership of a
+        // live managed tensor of the kind it names.
+        let tensor = unsafe { take(address, legacy, flags) }?;
+        Ok(Tensor::new(tensor))
+    };
+    imported().or_throw(env)
+}
+
+/// Calls the deleter of a managed-tensor pointer without importing it (for exports that no
+/// consumer took). **Unsafe by nature**, like `importPointer`.
+#[napi(js_name = "releasePointer")]
+pub fn release_pointer(
+    env: &Env,
+    address_value: Unknown<'_>,
+    options: Option<Unknown<'_>>,
+) -> napi::Result<()> {
+    let scope = Scope::new(env);
+    let released = || -> Outcome<()> {
+        let address = address(scope.adopt(&address_value), "releasePointer: address")?;
+        let options = Options::new(scope, options.as_ref(), "releasePointer")?;
+        let legacy = options.bool(c"legacy")?.unwrap_or(false);
+        // SAFETY: the documented contract: a live managed tensor whose ownership we take. The
+        // import runs the deleter on drop, and also when validation fails (so that is ignored).
+        match unsafe { import_managed(address, legacy, Flags::empty()) } {
+            Err(failure) if address == 0 => Err(failure),
+            _ => Ok(()),
+        }
+    };
+    released().or_throw(env)
+}
+
+/// The address of a typed array's first element (its byteOffset applied), as a BigInt.
+#[napi(js_name = "addressOf")]
+pub fn address_of(env: &Env, array: Unknown<'_>) -> napi::Result<BigInt> {
+    let scope = Scope::new(env);
+    let found = || -> Outcome<u64> {
+        let array = scope.adopt(&array);
+        let info = array.typed_array_info()?.ok_or_else(|| {
+            Failure::type_error(
+                "ERR_DLBRIDGE_INVALID_ARGUMENT",
+                format!("addressOf expects a typed array, got {}", describe(array)),
+            )
+        })?;
+        if info.buffer.is_detached() {
+            return Err(detached());
+        }
+        Ok(info.data as u64)
+    };
+    found().map(BigInt::from).or_throw(env)
+}

@@ -1,0 +1,62 @@
+//! [`SharedTensor`]: one tensor and what keeps its memory alive, shared (through `Arc`) by every
+//! JS `Tensor` object, external ArrayBuffer and exported managed tensor that uses it. The
+//! producer's memory is released when the last of them lets go.
+
+use std::sync::Arc;
+
+use dlbridge::{AsTensorView, Tensor, TensorView};
+
+use crate::js_memory::JsMemory;
+use crate::testing::{LIVE_TENSORS, RELEASED_TENSORS};
+
+/// A tensor and its memory's keeper.
+pub(crate) struct SharedTensor {
+    tensor: Tensor,
+    /// The JS buffer under a tensor made by `fromTypedArray` (its owner in `tensor` is `()`).
+    js_memory: Option<JsMemory>,
+}
+
+impl SharedTensor {
+    /// Shares a tensor whose owner keeps its memory (Rust-made or imported).
+    pub(crate) fn native(tensor: Tensor) -> Arc<SharedTensor> {
+        Self::new(tensor, None)
+    }
+
+    /// Shares a tensor over a pinned JS buffer.
+    pub(crate) fn over_js(tensor: Tensor, memory: JsMemory) -> Arc<SharedTensor> {
+        Self::new(tensor, Some(memory))
+    }
+
+    fn new(tensor: Tensor, js_memory: Option<JsMemory>) -> Arc<SharedTensor> {
+        LIVE_TENSORS.increment();
+        Arc::new(SharedTensor { tensor, js_memory })
+    }
+
+    /// The tensor.
+    pub(crate) fn tensor(&self) -> &Tensor {
+        &self.tensor
+    }
+
+    /// A borrowed view.
+    pub(crate) fn view(&self) -> TensorView<'_> {
+        self.tensor.view()
+    }
+
+    /// The pinned JS buffer, for tensors made by `fromTypedArray`.
+    pub(crate) fn js_memory(&self) -> Option<&JsMemory> {
+        self.js_memory.as_ref()
+    }
+}
+
+impl AsTensorView for SharedTensor {
+    fn view(&self) -> TensorView<'_> {
+        SharedTensor::view(self)
+    }
+}
+
+impl Drop for SharedTensor {
+    fn drop(&mut self) {
+        LIVE_TENSORS.decrement();
+        RELEASED_TENSORS.increment();
+    }
+}

@@ -1,0 +1,251 @@
+//! The JS `Tensor` class: a handle on a [`SharedTensor`], its metadata as properties, and
+//! `toTypedArray` / `exportPointer`.
+
+use std::cell::Cell;
+use std::sync::Arc;
+
+use dlbridge::{Flags, Order};
+use napi::bindgen_prelude::{BigInt, This, Unknown};
+use napi::Env;
+use napi_derive::napi;
+
+use crate::arguments::Options;
+use crate::dtype_map::{js_layout, JsLayout};
+use crate::env_context::EnvContext;
+use crate::errors::{Failure, OrThrow, Outcome};
+use crate::external::{copy_to_arraybuffer, view_buffer};
+use crate::node_api::{Handle, Scope};
+use crate::pointer_io;
+use crate::shared::SharedTensor;
+
+/// A DLPack tensor: metadata plus memory kept alive for as long as anyone (JS, Rust, another
+/// addon through a managed-tensor pointer) holds it.
+#[napi]
+pub struct Tensor {
+    shared: Arc<SharedTensor>,
+    /// Whether this object's typed arrays are copies (external buffers refused).
+    views_copied: Cell<bool>,
+    /// Byte offset of element 0 in this object's view buffer, once made.
+    view_offset: Cell<usize>,
+}
+
+/// Where a tensor's memory lives.
+#[napi(object)]
+pub struct DeviceInfo {
+    /// DLPack device type name: "cpu", "cuda", "cuda_host", ….
+    #[napi(js_name = "type")]
+    pub kind: String,
+    /// Device ordinal.
+    pub id: i32,
+}
+
+impl Tensor {
+    /// A JS handle on `shared`.
+    pub(crate) fn new(shared: Arc<SharedTensor>) -> Tensor {
+        Tensor {
+            shared,
+            views_copied: Cell::new(false),
+            view_offset: Cell::new(0),
+        }
+    }
+
+    /// The shared tensor.
+    pub(crate) fn shared(&self) -> &Arc<SharedTensor> {
+        &self.shared
+    }
+
+    fn padded(&self) -> bool {
+        self.shared
+            .tensor()
+            .flags()
+            .contains(Flags::IS_SUBBYTE_TYPE_PADDED)
+    }
+
+    fn typed_array<'env>(
+        &self,
+        scope: Scope<'env>,
+        this: Handle<'env>,
+        options: Options<'env>,
+    ) -> Outcome<Handle<'env>> {
+        let copy = options.bool(c"copy")?.unwrap_or(false);
+        let ignore_read_only = options.bool(c"unsafeIgnoreReadOnly")?.unwrap_or(false);
+        let tensor = self.shared.tensor();
+        let view = tensor.view();
+        view.require_host()?;
+        let layout = js_layout(view.dtype(), self.padded())?;
+        let length = view.size() * layout.per_element;
+        if let Some(memory) = self.shared.js_memory() {
+            memory.check_alive(scope)?;
+        }
+        if copy {
+            let buffer = copy_to_arraybuffer(scope, &view)?;
+            return scope.create_typed_array(layout.kind, length, buffer, 0);
+        }
+        if view.is_read_only() && !ignore_read_only {
+            return Err(Failure::error(
+                "ERR_DLBRIDGE_READ_ONLY",
+                "the tensor is read-only and typed arrays are always writable: pass {copy: true} \
+                 for a private copy, or {unsafeIgnoreReadOnly: true} for a writable view of memory \
+                 its producer asked nobody to write",
+            ));
+        }
+        if !view.is_contiguous(Order::C) {
+            return Err(Failure::error(
+                "ERR_DLBRIDGE_NOT_CONTIGUOUS",
+                format!(
+                    "a typed array views row-major (C-contiguous) memory only; shape {:?} with \
+                     strides {:?} is not: pass {{copy: true}} for a row-major copy",
+                    view.shape(),
+                    view.strides()
+                ),
+            ));
+        }
+        if length == 0 {
+            let (buffer, _) = scope.create_arraybuffer(0)?;
+            return scope.create_typed_array(layout.kind, 0, buffer, 0);
+        }
+        let (buffer, offset) = self.cached_view_buffer(scope, this, layout)?;
+        scope.create_typed_array(layout.kind, length, buffer, offset)
+    }
+
+    /// The buffer this object's views share: made once and kept as a hidden property of the JS
+    /// object, so every view of one `Tensor` is over the same ArrayBuffer, which lives as long as
+    /// the object or any view.
+    fn cached_view_buffer<'env>(
+        &self,
+        scope: Scope<'env>,
+        this: Handle<'env>,
+        layout: JsLayout,
+    ) -> Outcome<(Handle<'env>, usize)> {
+        let context = EnvContext::of(scope)?;
+        let key = context.view_key(scope)?;
+        let cached = this.get(key)?;
+        if !cached.is_nullish() {
+            if cached.is_detached() {
+                return Err(crate::js_memory::detached());
+            }
+            return Ok((cached, self.view_offset.get()));
+        }
+        let made = view_buffer(scope, &context, &self.shared, layout.kind.element_size())?;
+        this.define_hidden(key, made.buffer)?;
+        self.views_copied.set(made.copied);
+        self.view_offset.set(made.offset);
+        Ok((made.buffer, made.offset))
+    }
+}
+
+#[napi]
+impl Tensor {
+    /// Dimension sizes.
+    #[napi(getter)]
+    pub fn shape(&self) -> Vec<i64> {
+        self.shared.tensor().shape().to_vec()
+    }
+
+    /// Strides, in elements.
+    #[napi(getter)]
+    pub fn strides(&self) -> Vec<i64> {
+        self.shared.tensor().strides().to_vec()
+    }
+
+    /// Element type name ("float32", "bool", "bfloat16", …).
+    #[napi(getter)]
+    pub fn dtype(&self) -> String {
+        self.shared.tensor().dtype().name()
+    }
+
+    /// Device of the memory.
+    #[napi(getter)]
+    pub fn device(&self) -> DeviceInfo {
+        let device = self.shared.tensor().device();
+        DeviceInfo {
+            kind: device.kind.name().to_owned(),
+            id: device.id,
+        }
+    }
+
+    /// Number of dimensions.
+    #[napi(getter)]
+    pub fn ndim(&self) -> u32 {
+        self.shared.tensor().shape().len() as u32
+    }
+
+    /// Number of elements.
+    #[napi(getter)]
+    pub fn size(&self) -> f64 {
+        self.shared.view().size() as f64
+    }
+
+    /// Bytes per element (sub-byte types count one byte).
+    #[napi(getter)]
+    pub fn itemsize(&self) -> u32 {
+        self.shared.tensor().dtype().itemsize() as u32
+    }
+
+    /// Bytes of the elements if they were compact.
+    #[napi(getter)]
+    pub fn nbytes(&self) -> f64 {
+        self.shared.view().nbytes() as f64
+    }
+
+    /// Byte offset of element 0: in the typed array's ArrayBuffer for tensors made by
+    /// `fromTypedArray`, else from the lowest byte the tensor touches.
+    #[napi(getter)]
+    pub fn byte_offset(&self) -> f64 {
+        match self.shared.js_memory() {
+            Some(memory) => memory.byte_offset() as f64,
+            None => self.shared.view().byte_span().start.unsigned_abs() as f64,
+        }
+    }
+
+    /// Whether the producer forbids writing the memory.
+    #[napi(getter)]
+    pub fn readonly(&self) -> bool {
+        self.shared.view().is_read_only()
+    }
+
+    /// Whether the data is a copy: the producer copied it for this exchange (DLPack's
+    /// IS_COPIED), or this object's typed arrays are copies because the runtime refused an
+    /// external buffer.
+    #[napi(getter)]
+    pub fn copied(&self) -> bool {
+        self.shared.view().is_copied() || self.views_copied.get()
+    }
+
+    /// Address of element 0, as a BigInt.
+    #[napi(getter)]
+    pub fn data_ptr(&self) -> BigInt {
+        BigInt::from(self.shared.view().data_ptr() as u64)
+    }
+
+    /// A typed array over the tensor's memory (row-major tensors), or a copy with `copy: true`.
+    #[napi]
+    pub fn to_typed_array<'env>(
+        &self,
+        env: &'env Env,
+        this: This<'env>,
+        options: Option<Unknown<'env>>,
+    ) -> napi::Result<Unknown<'env>> {
+        let scope = Scope::new(env);
+        Options::new(scope, options.as_ref(), "toTypedArray")
+            .and_then(|options| {
+                let this = scope.adopt(&*this);
+                self.typed_array(scope, this, options)
+            })
+            .map(Handle::into_unknown)
+            .or_throw(env)
+    }
+
+    /// Exports the tensor as a DLPack managed-tensor pointer (BigInt) for another native
+    /// consumer, which must call its deleter exactly once.
+    #[napi]
+    pub fn export_pointer(&self, env: &Env, options: Option<Unknown<'_>>) -> napi::Result<BigInt> {
+        let scope = Scope::new(env);
+        Options::new(scope, options.as_ref(), "exportPointer")
+            .and_then(|options| {
+                pointer_io::export(scope, &self.shared, &options, pointer_io::Remember::Yes)
+            })
+            .map(BigInt::from)
+            .or_throw(env)
+    }
+}

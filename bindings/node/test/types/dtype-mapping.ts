@@ -1,0 +1,59 @@
+// Type-level tests of index.d.ts, checked by types.test.js with `tsc --noEmit --strict`:
+// every assignment states what the declarations must infer; every @ts-expect-error a mistake
+// they must reject.
+import {
+  arange,
+  empty,
+  fromTypedArray,
+  importPointer,
+  Tensor,
+  type DTypeOf,
+  type TypedArrayFor,
+} from '../../index';
+
+const f32 = fromTypedArray(new Float32Array(4));
+const f32Dtype: 'float32' = f32.dtype;
+const f32View: Float32Array = f32.toTypedArray();
+
+const bf16 = fromTypedArray(new Uint16Array(4), { dtype: 'bfloat16' });
+const bf16Dtype: 'bfloat16' = bf16.dtype;
+const bf16View: Uint16Array = bf16.toTypedArray();
+
+const mask = fromTypedArray(new Uint8Array(4), { dtype: 'bool' });
+const maskDtype: 'bool' = mask.dtype;
+
+const clamped = fromTypedArray(new Uint8ClampedArray(4));
+const clampedDtype: 'uint8' = clamped.dtype;
+const clampedView: Uint8Array = clamped.toTypedArray();
+
+const complex = fromTypedArray(new Float32Array(4), { dtype: 'complex64' });
+const complexView: Float32Array = complex.toTypedArray();
+
+const i64: BigInt64Array = arange(4, 'int64').toTypedArray();
+const u64: BigUint64Array = empty([2], 'uint64').toTypedArray();
+const half: Uint16Array = empty([2], 'float16').toTypedArray();
+const defaultDtype: Float32Array = empty([2, 2]).toTypedArray();
+
+const mapped: TypedArrayFor<'float64'> = new Float64Array(1);
+const inferred: DTypeOf<Int16Array> = 'int16';
+
+const address: bigint = f32.exportPointer({ legacy: true, unsafeIgnoreReadOnly: true });
+const imported: Tensor = importPointer(address, { legacy: true, readonly: true });
+const anyView = imported.toTypedArray({ copy: true, unsafeIgnoreReadOnly: false });
+
+// @ts-expect-error a Float32Array tensor is not viewed by a Float64Array
+const wrongView: Float64Array = f32.toTypedArray();
+// @ts-expect-error the dtype literal is inferred, not widened
+const wrongDtype: 'float64' = f32.dtype;
+// @ts-expect-error Tensor has no public constructor
+const constructed = new Tensor();
+// @ts-expect-error a BigInt64Array tensor is not a Float64Array
+const wrongBig: Float64Array = arange(2, 'int64').toTypedArray();
+// @ts-expect-error options are typed
+f32.toTypedArray({ copy: 'yes' });
+
+export const uses = [
+  f32Dtype, f32View, bf16Dtype, bf16View, maskDtype, clampedDtype, clampedView,
+  complexView, i64, u64, half, defaultDtype, mapped, inferred, anyView, wrongView, wrongDtype,
+  constructed, wrongBig,
+];
