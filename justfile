@@ -17,6 +17,7 @@ test:
     @scripts/test-rust.sh
     @scripts/test-capi.sh
     @scripts/test-node.sh
+    @scripts/test-julia.sh
 
 # Formatting, clippy and rustdoc with warnings as errors.
 lint:

@@ -160,6 +160,26 @@ typedef enum dlb_status {
 } dlb_status;
 
 /**
+ * An opaque handle to a release queue: a thread-safe, first-in first-out list of the tokens of
+ * released `dlb_tensor_from_memory_queued` tensors.
+ *
+ * It is deferred release for hosts that must not be entered from threads they did not start
+ * (a Julia 1.5 `@cfunction` called there crashes): a consumer may drop a tensor on any thread,
+ * and a `dlb_release_fn` would run there. A queued tensor's release instead appends the
+ * caller's token to its queue (Rust only, under a lock), and the caller drains the queue on a
+ * thread of its choosing (e.g. on every call into its binding) to learn which memory it may let
+ * go. Typical use: root the host object under a fresh token, create the tensor with
+ * `dlb_tensor_from_memory_queued(..., queue, token, &t)`, and unroot the objects whose tokens
+ * `dlb_release_queue_drain` returns.
+ *
+ * Make one with `dlb_release_queue_new`, free it with `dlb_release_queue_free`. Each host
+ * runtime (or library) should own its queue: a drain takes the tokens out for good. Any thread
+ * may use a queue, and distinct threads may use one queue at the same time, but freeing it
+ * must not race with other uses of that same handle.
+ */
+typedef struct dlb_release_queue dlb_release_queue;
+
+/**
  * An opaque handle to a tensor: one shared reference to its description and memory.
  *
  * Every handle returned by the library must be released with `dlb_tensor_free`. Handles made by
@@ -353,6 +373,73 @@ int dlb_tensor_from_memory(void *data,
                            void *owner_ctx,
                            dlb_release_fn release,
                            struct dlb_tensor **out);
+
+/**
+ * Creates an empty release queue.
+ *
+ * On failure `*out` is NULL.
+ *
+ * # Safety
+ * `out` is NULL or writable.
+ */
+int dlb_release_queue_new(struct dlb_release_queue **out);
+
+/**
+ * Releases a queue handle. NULL is allowed and ignored.
+ *
+ * Tensors still alive keep the queue's storage alive; their releases are then recorded where
+ * nobody drains them, and the storage is freed with the last of them. Tokens still queued are
+ * discarded.
+ *
+ * # Safety
+ * `q` is NULL or a live handle that no other thread is using; it must not be used afterwards.
+ */
+void dlb_release_queue_free(struct dlb_release_queue *q);
+
+/**
+ * Takes up to `cap` of the oldest recorded tokens out of the queue.
+ *
+ * Writes them to `out_tokens[0..*out_n]` in release order; `*out_n < cap` means the queue was
+ * empty when this returned (call again while `*out_n == cap`). Each token comes out exactly
+ * once. An empty queue is detected without taking the lock (a few nanoseconds), so a host can
+ * drain on every call. `out_tokens` may be NULL when `cap` is 0.
+ *
+ * # Safety
+ * `q` is NULL or a live handle; `out_tokens` is NULL or writable for `cap` values; `out_n` is
+ * NULL or writable.
+ */
+int dlb_release_queue_drain(const struct dlb_release_queue *q,
+                            uint64_t *out_tokens,
+                            size_t cap,
+                            size_t *out_n);
+
+/**
+ * Like `dlb_tensor_from_memory`, but releasing the memory records `token` in `queue` instead
+ * of calling back into the caller.
+ *
+ * When the handle, its clones and every export are gone (on whichever thread drops the last
+ * of them), `token` is appended to `queue`, once; no caller code runs on that thread. The
+ * caller keeps the memory alive until `dlb_release_queue_drain` hands the token back. The
+ * queue's storage lives as long as the tensor, even if `queue`'s handle is freed first.
+ *
+ * Arguments, validation and errors as for `dlb_tensor_from_memory`, plus DLB_ERR_NULL_ARGUMENT
+ * for a NULL `queue`. On failure nothing is queued, `*out` is NULL and the memory stays the
+ * caller's.
+ *
+ * # Safety
+ * As for `dlb_tensor_from_memory` (the memory stays valid until the token is drained); `queue`
+ * is NULL or a live handle.
+ */
+int dlb_tensor_from_memory_queued(void *data,
+                                  int32_t ndim,
+                                  const int64_t *shape,
+                                  const int64_t *strides,
+                                  struct dlb_dtype dtype,
+                                  struct dlb_device device,
+                                  uint64_t flags,
+                                  const struct dlb_release_queue *queue,
+                                  uint64_t token,
+                                  struct dlb_tensor **out);
 
 /**
  * Imports a DLPack 1.x managed tensor without copying.

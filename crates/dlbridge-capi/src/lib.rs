@@ -29,6 +29,7 @@ pub mod status;
 pub mod version;
 
 pub mod create;
+pub mod deferred;
 pub mod exchange;
 
 pub mod handle;

@@ -888,6 +888,83 @@ static void test_last_error_is_per_thread_and_sticky(void) {
     CHECK(strcmp(dlb_last_error(), before) == 0);
 }
 
+/* ---- deferred release through a release queue ------------------------------------------ */
+
+static void *delete_versioned_on_thread(void *managed) {
+    DLManagedTensorVersioned *m = managed;
+    m->deleter(m);
+    return NULL;
+}
+
+/* Drains `q` into `tokens` (capacity `cap`); returns the count, or -1 if the call failed. */
+static long drain_queue(dlb_release_queue *q, uint64_t *tokens, size_t cap) {
+    size_t n = cap + 1;
+    if (dlb_release_queue_drain(q, tokens, cap, &n) != DLB_OK) return -1;
+    return (long)n;
+}
+
+/* A consumer drops the last reference on a worker thread: the release runs no caller code
+ * there, only records the token, which the owner drains later on its own thread. */
+static void test_release_queue(void) {
+    dlb_release_queue *q = NULL;
+    CHECK_OK(dlb_release_queue_new(&q));
+    uint64_t tokens[4] = {0};
+    CHECK(drain_queue(q, tokens, 4) == 0);
+
+    int32_t *memory = malloc(6 * sizeof *memory);
+    for (int i = 0; i < 6; i++) memory[i] = i;
+    int64_t shape[2] = {2, 3};
+    int64_t strides[2] = {1, 2}; /* column-major, as a Julia array is */
+    dlb_tensor *t = NULL;
+    CHECK_OK(dlb_tensor_from_memory_queued(memory, 2, shape, strides, dtype(kDLInt, 32, 1), CPU,
+                                           0, q, 41, &t));
+    dlb_tensor *second = NULL;
+    CHECK_OK(dlb_tensor_from_memory_queued(memory, 1, shape, NULL, dtype(kDLInt, 32, 1), CPU,
+                                           DLB_FLAG_READ_ONLY, q, 42, &second));
+    DLManagedTensorVersioned *exported = NULL;
+    CHECK_OK(dlb_tensor_export_versioned(t, 0, &exported));
+    CHECK(exported->dl_tensor.data == memory && exported->dl_tensor.strides[1] == 2);
+
+    dlb_tensor_free(t);
+    CHECK(drain_queue(q, tokens, 4) == 0); /* the export still holds the memory */
+    pthread_t worker;
+    CHECK(pthread_create(&worker, NULL, delete_versioned_on_thread, exported) == 0);
+    CHECK(pthread_join(worker, NULL) == 0);
+    dlb_tensor_free(second);
+    CHECK(drain_queue(q, tokens, 1) == 1 && tokens[0] == 41); /* release order, capped */
+    CHECK(drain_queue(q, tokens, 4) == 1 && tokens[0] == 42);
+    CHECK(drain_queue(q, tokens, 4) == 0);                    /* each token comes out once */
+
+    /* A rejected tensor queues nothing and leaves the memory with the caller. */
+    int64_t negative[1] = {-2};
+    t = (dlb_tensor *)q;
+    CHECK_FAILS(dlb_tensor_from_memory_queued(memory, 1, negative, NULL, dtype(kDLInt, 32, 1),
+                                              CPU, 0, q, 43, &t),
+                DLB_ERR_NEGATIVE_DIM);
+    CHECK(t == NULL);
+    free(memory); /* ours again: drained, or never taken */
+    CHECK_FAILS(dlb_tensor_from_memory_queued(NULL, 1, shape, NULL, dtype(kDLInt, 32, 1), CPU, 0,
+                                              NULL, 44, &t),
+                DLB_ERR_NULL_ARGUMENT);
+    CHECK_MESSAGE_HAS("queue");
+    size_t n = 0;
+    CHECK_FAILS(dlb_release_queue_drain(q, NULL, 4, &n), DLB_ERR_NULL_ARGUMENT);
+    CHECK_FAILS(dlb_release_queue_drain(q, tokens, 4, NULL), DLB_ERR_NULL_ARGUMENT);
+    CHECK(drain_queue(q, tokens, 4) == 0);
+
+    /* An export may outlive the queue handle: its release is then simply dropped. */
+    float values[2] = {1, 2};
+    int64_t two = 2;
+    CHECK_OK(dlb_tensor_from_memory_queued(values, 1, &two, NULL, dtype(kDLFloat, 32, 1), CPU, 0,
+                                           q, 45, &t));
+    CHECK_OK(dlb_tensor_export_versioned(t, 0, &exported));
+    dlb_tensor_free(t);
+    dlb_release_queue_free(q);
+    dlb_release_queue_free(NULL);
+    CHECK(((float *)exported->dl_tensor.data)[1] == 2.0f);
+    exported->deleter(exported);
+}
+
 int main(void) {
     test_version();
     test_dtype_names();
@@ -904,6 +981,7 @@ int main(void) {
     test_bad_imports();
     test_null_arguments();
     test_last_error_is_per_thread_and_sticky();
+    test_release_queue();
 
     printf("%d passed, %d failed\n", passed, failed);
     return failed == 0 ? 0 : 1;

@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Runs the Julia package's tests (bindings/julia/DLBridge/test/runtests.jl) offline: installs
+# Julia 1.5.3 into the cache (scripts/install-julia.sh), builds libdlbridge in release mode, and
+# points the package at it with DLBRIDGE_LIB. Precompiled code goes to a depot of its own under
+# the cache (never ~/.julia); no package registry is used. Prints Test's summary; exits nonzero
+# if any test fails.
+# shellcheck source-path=SCRIPTDIR source=lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+cd "$REPO_ROOT"
+julia=$("$REPO_ROOT/scripts/install-julia.sh")
+
+log "building libdlbridge (cargo build --release -p dlbridge-capi)"
+cargo build --release -p dlbridge-capi >&2
+export DLBRIDGE_LIB=${CARGO_TARGET_DIR:-$REPO_ROOT/target}/release/libdlbridge.so
+export JULIA_DEPOT_PATH=$DLBRIDGE_CACHE/julia-depot
+# Two threads, so that the tests also share and wrap from several Julia threads at once.
+export JULIA_NUM_THREADS=${JULIA_NUM_THREADS:-2}
+
+log "running the DLBridge.jl tests with $julia"
+"$julia" --startup-file=no --check-bounds=yes --project=bindings/julia/DLBridge \
+  bindings/julia/DLBridge/test/runtests.jl
