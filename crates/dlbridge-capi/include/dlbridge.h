@@ -19,6 +19,11 @@ typedef struct DLManagedTensor DLManagedTensor;
 #define DLB_DTYPE_NAME_CAPACITY 32
 
 /**
+ * A handle buffer of this many bytes holds every segment handle and its terminating NUL.
+ */
+#define DLB_SHM_HANDLE_CAPACITY 256
+
+/**
  * Row-major order (last dimension fastest), for `order` arguments.
  */
 #define DLB_ORDER_C 0
@@ -157,6 +162,18 @@ typedef enum dlb_status {
      * Memory allocation failed.
      */
     DLB_ERR_ALLOCATION_FAILED = 29,
+    /**
+     * A shared-memory system call failed (the message has the operating system's reason).
+     */
+    DLB_ERR_SHM_IO = 30,
+    /**
+     * The shared-memory segment does not exist (released by every side, or never created).
+     */
+    DLB_ERR_SHM_NOT_FOUND = 31,
+    /**
+     * The shared-memory segment is not a valid dlbridge segment (bad header, truncated).
+     */
+    DLB_ERR_SHM_INVALID = 32,
 } dlb_status;
 
 /**
@@ -630,6 +647,68 @@ int dlb_dtype_from_name(const char *name,
 int dlb_dtype_name(struct dlb_dtype dtype,
                    char *buf,
                    size_t len);
+
+/**
+ * Allocates a zero-filled, C-contiguous CPU tensor in a new shared-memory segment, writes the
+ * segment's handle (NUL-terminated) into `handle` (`handle_len` bytes; DLB_SHM_HANDLE_CAPACITY
+ * suffices) and returns a tensor over it. Sharing it later costs no copy.
+ *
+ * Errors: shape and dtype errors as for dlb_tensor_empty, DLB_ERR_SHM_IO,
+ * DLB_ERR_BUFFER_TOO_SMALL. On failure `*out` is NULL and no segment is left behind.
+ *
+ * # Safety
+ * `shape` is NULL or holds `ndim` values; `handle` is NULL or writable for `handle_len` bytes;
+ * `out` is NULL or writable.
+ */
+int dlb_shm_empty(int32_t ndim,
+                  const int64_t *shape,
+                  struct dlb_dtype dtype,
+                  char *handle,
+                  size_t handle_len,
+                  struct dlb_tensor **out);
+
+/**
+ * Copies `t` (any layout, host memory) into a new segment in C order — the one copy a
+ * cross-process exchange costs — and writes the segment's handle into `handle`. The segment's
+ * tensor is flagged DLB_FLAG_IS_COPIED. If `out` is not NULL it receives a tensor over the
+ * segment (this side's reference); if `out` is NULL this side keeps no reference and the
+ * segment is reserved for the next opener instead (as dlb_shm_reserve).
+ *
+ * Errors: DLB_ERR_NOT_ON_CPU, DLB_ERR_UNSUPPORTED_LAYOUT (packed sub-byte), DLB_ERR_SHM_IO,
+ * DLB_ERR_BUFFER_TOO_SMALL.
+ *
+ * # Safety
+ * `t` is NULL or a live handle; `handle` is NULL or writable for `handle_len` bytes; `out` is
+ * NULL or writable.
+ */
+int dlb_shm_export(const struct dlb_tensor *t,
+                   char *handle,
+                   size_t handle_len,
+                   struct dlb_tensor **out);
+
+/**
+ * Opens the segment named `handle` without copying; `writable` 0 maps the data read-only and
+ * flags the tensor DLB_FLAG_READ_ONLY. The segment is validated like any foreign tensor.
+ *
+ * Errors: DLB_ERR_UNKNOWN_NAME (not a handle), DLB_ERR_SHM_NOT_FOUND, DLB_ERR_SHM_INVALID,
+ * validation errors, DLB_ERR_SHM_IO. On failure `*out` is NULL.
+ *
+ * # Safety
+ * `handle` is NULL or NUL-terminated; `out` is NULL or writable.
+ */
+int dlb_shm_open(const char *handle,
+                 int writable,
+                 struct dlb_tensor **out);
+
+/**
+ * Reserves one reference of segment `handle` for a future dlb_shm_open, so the segment survives
+ * until that opener releases it even if every current side lets go first (a producer that
+ * exits before its consumer opens).
+ *
+ * # Safety
+ * `handle` is NULL or NUL-terminated.
+ */
+int dlb_shm_reserve(const char *handle);
 
 #ifdef __cplusplus
 }  // extern "C"

@@ -1,5 +1,7 @@
 //! Checked reads of C arguments and writes of out-parameters.
 
+use std::borrow::Cow;
+use std::ffi::{c_char, CStr};
 use std::ptr::{self, NonNull};
 
 use crate::status::CapiError;
@@ -59,4 +61,44 @@ pub(crate) unsafe fn dims_arg<'a>(ndim: i32, shape: *const i64) -> Result<&'a [i
     }
     // SAFETY: non-NULL, `n` readable elements by the function's contract.
     Ok(unsafe { std::slice::from_raw_parts(shape, n) })
+}
+
+/// Reads a NUL-terminated string argument (named `name` in the error); invalid UTF-8 is replaced.
+///
+/// # Safety
+/// `text` is NULL or a NUL-terminated string that stays unchanged for `'a`.
+pub(crate) unsafe fn str_arg<'a>(
+    text: *const c_char,
+    name: &'static str,
+) -> Result<Cow<'a, str>, CapiError> {
+    if text.is_null() {
+        return Err(CapiError::NullArgument(name));
+    }
+    // SAFETY: non-NULL and NUL-terminated by the function's contract.
+    Ok(unsafe { CStr::from_ptr(text) }.to_string_lossy())
+}
+
+/// Writes `text` and a terminating NUL into the caller's buffer `buf` (named `name`) of `len`
+/// bytes, or fails with `NameBufferTooSmall` leaving it untouched.
+///
+/// # Safety
+/// `buf` is NULL or writable for `len` bytes.
+pub(crate) unsafe fn write_str(
+    buf: *mut c_char,
+    len: usize,
+    name: &'static str,
+    text: String,
+) -> Result<(), CapiError> {
+    if buf.is_null() {
+        return Err(CapiError::NullArgument(name));
+    }
+    if text.len() >= len {
+        return Err(CapiError::NameBufferTooSmall { name: text, len });
+    }
+    // SAFETY: `buf` is writable for `len > text.len()` bytes; a fresh String cannot overlap it.
+    unsafe {
+        ptr::copy_nonoverlapping(text.as_ptr(), buf.cast::<u8>(), text.len());
+        buf.add(text.len()).write(0);
+    }
+    Ok(())
 }

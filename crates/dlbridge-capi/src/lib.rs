@@ -15,7 +15,8 @@
 //!   runs exactly once (already on return if the import failed).
 //! - `dlb_tensor_from_memory` is the exception that leaves ownership with the caller on failure:
 //!   its release callback is called only if the call succeeded.
-//! - Nothing is copied unless `dlb_tensor_copy` is called; a copy carries `DLB_FLAG_IS_COPIED`.
+//! - Nothing is copied unless `dlb_tensor_copy` or `dlb_shm_export` is called; a copy carries
+//!   `DLB_FLAG_IS_COPIED`.
 //! - The DLPack structs are only forward-declared, so an official `dlpack.h` can be included
 //!   too (before or after).
 //!
@@ -37,6 +38,7 @@ pub mod inspect;
 
 pub mod copy;
 pub mod names;
+pub mod shared;
 
 mod args;
 pub mod pod;

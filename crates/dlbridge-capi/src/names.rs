@@ -1,11 +1,11 @@
 //! Numpy-style dtype names ("float32", "bool", "bfloat16", "complex64", "float8_e4m3fn",
 //! "float32x4"), as the core spells them.
 
-use std::ffi::{c_char, c_int, CStr};
+use std::ffi::{c_char, c_int};
 
 use dlbridge::DataType;
 
-use crate::args::Out;
+use crate::args::{str_arg, write_str, Out};
 use crate::pod::dlb_dtype;
 use crate::status::{boundary, CapiError};
 
@@ -25,11 +25,8 @@ pub unsafe extern "C" fn dlb_dtype_from_name(name: *const c_char, out: *mut dlb_
     boundary(|| {
         // SAFETY: caller's contract.
         let out = unsafe { Out::new(out, "out") }?;
-        if name.is_null() {
-            return Err(CapiError::NullArgument("name"));
-        }
-        // SAFETY: non-NULL and NUL-terminated by contract.
-        let name = unsafe { CStr::from_ptr(name) }.to_string_lossy();
+        // SAFETY: caller's contract.
+        let name = unsafe { str_arg(name, "name") }?;
         let dtype: DataType = name.parse()?;
         out.write(dtype.to_raw().into());
         Ok(())
@@ -51,15 +48,8 @@ pub unsafe extern "C" fn dlb_dtype_name(dtype: dlb_dtype, buf: *mut c_char, len:
             return Err(CapiError::NullArgument("buf"));
         }
         let name = DataType::from_raw(dtype.into())?.name();
-        if name.len() >= len {
-            return Err(CapiError::NameBufferTooSmall { name, len });
-        }
-        // SAFETY: `buf` is writable for `len > name.len()` bytes; a fresh String cannot overlap it.
-        unsafe {
-            std::ptr::copy_nonoverlapping(name.as_ptr(), buf.cast::<u8>(), name.len());
-            buf.add(name.len()).write(0);
-        }
-        Ok(())
+        // SAFETY: caller's contract.
+        unsafe { write_str(buf, len, "buf", name) }
     })
 }
 
@@ -101,7 +91,10 @@ mod tests {
         let status = unsafe { dlb_dtype_name(dtype, buf.as_mut_ptr(), buf.len()) };
         assert_eq!(status, 0);
         // SAFETY: written NUL-terminated above.
-        assert_eq!(unsafe { CStr::from_ptr(buf.as_ptr()) }, c"bfloat16");
+        assert_eq!(
+            unsafe { std::ffi::CStr::from_ptr(buf.as_ptr()) },
+            c"bfloat16"
+        );
         // SAFETY: as above, with a buffer one byte too small for "bfloat16\0".
         let status = unsafe { dlb_dtype_name(dtype, buf.as_mut_ptr(), 8) };
         assert_eq!(status, crate::dlb_status::DLB_ERR_BUFFER_TOO_SMALL as c_int);

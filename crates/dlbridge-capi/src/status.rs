@@ -63,6 +63,12 @@ pub enum dlb_status {
     DLB_ERR_UNKNOWN_NAME = 28,
     /// Memory allocation failed.
     DLB_ERR_ALLOCATION_FAILED = 29,
+    /// A shared-memory system call failed (the message has the operating system's reason).
+    DLB_ERR_SHM_IO = 30,
+    /// The shared-memory segment does not exist (released by every side, or never created).
+    DLB_ERR_SHM_NOT_FOUND = 31,
+    /// The shared-memory segment is not a valid dlbridge segment (bad header, truncated).
+    DLB_ERR_SHM_INVALID = 32,
 }
 
 /// Everything that can fail in the C layer: a core error, or a fault of the C call itself.
@@ -113,6 +119,9 @@ impl CapiError {
                 E::ReadOnly => DLB_ERR_READ_ONLY,
                 E::UnknownName { .. } => DLB_ERR_UNKNOWN_NAME,
                 E::AllocationFailed(_) => DLB_ERR_ALLOCATION_FAILED,
+                E::ShmIo { .. } => DLB_ERR_SHM_IO,
+                E::ShmNotFound(_) => DLB_ERR_SHM_NOT_FOUND,
+                E::ShmInvalid { .. } => DLB_ERR_SHM_INVALID,
                 _ => DLB_ERR_OTHER,
             },
         }
@@ -249,6 +258,16 @@ mod tests {
                 name: String::new(),
             },
             E::AllocationFailed(1),
+            E::ShmIo {
+                op: "open",
+                name: String::new(),
+                reason: String::new(),
+            },
+            E::ShmNotFound(String::new()),
+            E::ShmInvalid {
+                name: String::new(),
+                reason: String::new(),
+            },
         ];
         let mut codes: Vec<i32> = errors
             .into_iter()

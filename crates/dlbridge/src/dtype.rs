@@ -62,14 +62,14 @@ const CODES: [CodeInfo; 18] = [
         code: DataTypeCode::Int,
         raw: ffi::kDLInt,
         name: "int",
-        bits: &[8, 16, 32, 64],
+        bits: &[1, 2, 4, 8, 16, 32, 64],
         vector_lanes: true,
     },
     CodeInfo {
         code: DataTypeCode::UInt,
         raw: ffi::kDLUInt,
         name: "uint",
-        bits: &[8, 16, 32, 64],
+        bits: &[1, 2, 4, 8, 16, 32, 64],
         vector_lanes: true,
     },
     CodeInfo {
@@ -518,6 +518,23 @@ mod tests {
             "quux8".parse::<DataType>(),
             Err(Error::UnknownName { .. })
         ));
+    }
+
+    #[test]
+    fn sub_byte_ints_are_valid_and_named() {
+        let int4 = DataType::from_raw(DLDataType {
+            code: ffi::kDLInt,
+            bits: 4,
+            lanes: 1,
+        })
+        .unwrap();
+        assert_eq!(int4.name(), "int4");
+        assert!(int4.is_subbyte());
+        assert_eq!("uint2".parse::<DataType>().unwrap().bits(), 2);
+        assert_eq!(
+            "int4x2".parse::<DataType>().unwrap().storage_size(false),
+            Some(1)
+        );
     }
 
     #[test]

@@ -344,6 +344,20 @@ fn create_object() -> Result<(libc::c_int, String)> {
 /// Opens a segment by handle and returns a tensor over it (no copy). The segment's header is
 /// validated like any foreign tensor; bad or truncated segments give [`Error::ShmInvalid`].
 pub fn open(handle: &str, access: Access) -> Result<Tensor> {
+    tensor_over(map_checked(handle)?, access)
+}
+
+/// Reserves one reference for a future [`open`], as [`SharedTensor::handoff`] does: the segment
+/// then survives until that opener is done, even if every current side lets go first.
+pub fn reserve(handle: &str) -> Result<()> {
+    let mapping = map_checked(handle)?;
+    mapping.header().handoffs.fetch_add(1, Ordering::AcqRel);
+    mapping.handed_over.store(true, Ordering::Release);
+    Ok(())
+}
+
+/// Maps a segment, checks its header and takes a reference.
+fn map_checked(handle: &str) -> Result<Mapping> {
     let cname = object_name(handle)?;
     // SAFETY: a valid C string.
     let fd = unsafe { libc::shm_open(cname.as_ptr(), libc::O_RDWR, 0) };
@@ -388,13 +402,12 @@ pub fn open(handle: &str, access: Access) -> Result<Tensor> {
     let header = unsafe { &*(base as *const Header) };
     check_header(header, size, handle).map_err(unmap)?;
     claim_reference(header, handle).map_err(unmap)?;
-    let mapping = Mapping {
+    Ok(Mapping {
         base,
         len: size,
         name: handle.to_owned(),
         handed_over: AtomicBool::new(false),
-    };
-    tensor_over(mapping, access)
+    })
 }
 
 /// Checks everything in the header except the tensor fields (those go through validation).

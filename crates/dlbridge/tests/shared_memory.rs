@@ -191,3 +191,17 @@ fn child_process_helper() {
     // SAFETY: a writable mapping of 6 f64s.
     unsafe { (t.data_ptr_mut().unwrap() as *mut f64).add(5).write(sum) };
 }
+
+#[test]
+fn reserve_keeps_a_segment_for_the_next_opener() {
+    let shared = shm::empty(&[2], DataType::U8).unwrap();
+    let handle = shared.handle().to_owned();
+    shm::reserve(&handle).unwrap();
+    drop(shared);
+    assert!(exists(&handle), "reserved for a future opener");
+    drop(shm::open(&handle, Access::ReadOnly).unwrap());
+    assert!(
+        !exists(&handle),
+        "the opener that took the reservation released the last reference"
+    );
+}

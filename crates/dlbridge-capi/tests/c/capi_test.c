@@ -965,6 +965,89 @@ static void test_release_queue(void) {
     exported->deleter(exported);
 }
 
+/* ---- shared memory ------------------------------------------------------------------------ */
+
+static bool shm_exists(const char *handle) {
+    char path[DLB_SHM_HANDLE_CAPACITY + 16];
+    snprintf(path, sizeof path, "/dev/shm/%s", handle);
+    FILE *f = fopen(path, "rb");
+    if (f) fclose(f);
+    return f != NULL;
+}
+
+static void test_shared_memory(void) {
+    /* a tensor allocated in shared memory, opened through a second mapping: no copy */
+    int64_t shape[2] = {2, 3};
+    char handle[DLB_SHM_HANDLE_CAPACITY];
+    dlb_tensor *made = NULL, *opened = NULL, *readonly = NULL;
+    CHECK_OK(dlb_shm_empty(2, shape, dtype(kDLInt, 32, 1), handle, sizeof handle, &made));
+    dlb_tensor_desc m, o, r;
+    CHECK_OK(dlb_tensor_info(made, &m));
+    for (int i = 0; i < 6; i++) ((int32_t *)m.data)[i] = i * 10;
+    CHECK_OK(dlb_shm_open(handle, 1, &opened));
+    CHECK_OK(dlb_tensor_info(opened, &o));
+    CHECK(o.data != m.data && o.ndim == 2 && same_dims(o.shape, shape, 2));
+    CHECK((o.flags & DLB_FLAG_IS_COPIED) == 0);
+    CHECK(((int32_t *)o.data)[5] == 50);
+    ((int32_t *)o.data)[0] = -7;
+    CHECK(((int32_t *)m.data)[0] == -7);
+    CHECK_OK(dlb_shm_open(handle, 0, &readonly));
+    CHECK_OK(dlb_tensor_info(readonly, &r));
+    CHECK((r.flags & DLB_FLAG_READ_ONLY) != 0 && ((int32_t *)r.data)[0] == -7);
+    dlb_tensor_free(made);
+    dlb_tensor_free(opened);
+    CHECK(shm_exists(handle));
+    dlb_tensor_free(readonly);
+    CHECK(!shm_exists(handle));
+    CHECK_FAILS(dlb_shm_open(handle, 0, &opened), DLB_ERR_SHM_NOT_FOUND);
+    CHECK(opened == NULL);
+
+    /* an export copies a strided view once; with `out` NULL the producer hands the segment over */
+    dlb_tensor *src = NULL, *view = NULL;
+    CHECK_OK(dlb_tensor_arange(12, dtype(kDLFloat, 64, 1), &src));
+    dlb_tensor_desc s;
+    CHECK_OK(dlb_tensor_info(src, &s));
+    int64_t vshape[2] = {4, 3}, vstrides[2] = {1, 4};
+    CHECK_OK(dlb_tensor_from_memory(s.data, 2, vshape, vstrides, s.dtype, CPU, 0, NULL, NULL, &view));
+    CHECK_OK(dlb_shm_export(view, handle, sizeof handle, NULL));
+    CHECK(shm_exists(handle));
+    dlb_tensor *back = NULL;
+    CHECK_OK(dlb_shm_open(handle, 0, &back));
+    dlb_tensor_desc b;
+    CHECK_OK(dlb_tensor_info(back, &b));
+    CHECK((b.flags & DLB_FLAG_IS_COPIED) != 0 && b.strides[0] == 3 && b.strides[1] == 1);
+    bool same = true;
+    for (int i = 0; i < 4; i++)
+        for (int j = 0; j < 3; j++) same = same && ((double *)b.data)[i * 3 + j] == (double)(i + 4 * j);
+    CHECK(same);
+    dlb_tensor_free(back);
+    CHECK(!shm_exists(handle));
+
+    /* reserve keeps a segment for a later opener */
+    CHECK_OK(dlb_shm_empty(0, NULL, dtype(kDLUInt, 8, 1), handle, sizeof handle, &made));
+    CHECK_OK(dlb_shm_reserve(handle));
+    dlb_tensor_free(made);
+    CHECK(shm_exists(handle));
+    CHECK_OK(dlb_shm_open(handle, 1, &opened));
+    dlb_tensor_free(opened);
+    CHECK(!shm_exists(handle));
+
+    /* bad handles and buffers */
+    char tiny[4];
+    CHECK_FAILS(dlb_shm_empty(1, shape, dtype(kDLInt, 32, 1), tiny, sizeof tiny, &made), DLB_ERR_BUFFER_TOO_SMALL);
+    CHECK(made == NULL);
+    CHECK_FAILS(dlb_shm_open("../../etc/passwd", 0, &opened), DLB_ERR_UNKNOWN_NAME);
+    CHECK_FAILS(dlb_shm_open(NULL, 0, &opened), DLB_ERR_NULL_ARGUMENT);
+    CHECK_FAILS(dlb_shm_reserve("dlbridge-no-such-segment"), DLB_ERR_SHM_NOT_FOUND);
+    FILE *junk = fopen("/dev/shm/dlbridge-capi-test-junk", "wb");
+    fputs("not a tensor", junk);
+    fclose(junk);
+    CHECK_FAILS(dlb_shm_open("dlbridge-capi-test-junk", 0, &opened), DLB_ERR_SHM_INVALID);
+    remove("/dev/shm/dlbridge-capi-test-junk");
+    dlb_tensor_free(view);
+    dlb_tensor_free(src);
+}
+
 int main(void) {
     test_version();
     test_dtype_names();
@@ -982,6 +1065,7 @@ int main(void) {
     test_null_arguments();
     test_last_error_is_per_thread_and_sticky();
     test_release_queue();
+    test_shared_memory();
 
     printf("%d passed, %d failed\n", passed, failed);
     return failed == 0 ? 0 : 1;

@@ -1,0 +1,134 @@
+//! Shared-memory segments, for runtimes that cannot share a process: allocate a tensor in a
+//! segment, copy one in, open one by its handle, reserve one for a later opener.
+//!
+//! A segment is removed when every side that opened it (and its creator) has released it; see
+//! `dlb_shm_reserve` for producers that exit before the consumer opens.
+
+use std::ffi::{c_char, c_int};
+
+use dlbridge::shm::{self, Access};
+use dlbridge::DataType;
+
+use crate::args::{dims_arg, str_arg, write_str, Out};
+use crate::handle::dlb_tensor;
+use crate::pod::dlb_dtype;
+use crate::status::boundary;
+
+/// A handle buffer of this many bytes holds every segment handle and its terminating NUL.
+pub const DLB_SHM_HANDLE_CAPACITY: usize = 256;
+
+/// Allocates a zero-filled, C-contiguous CPU tensor in a new shared-memory segment, writes the
+/// segment's handle (NUL-terminated) into `handle` (`handle_len` bytes; DLB_SHM_HANDLE_CAPACITY
+/// suffices) and returns a tensor over it. Sharing it later costs no copy.
+///
+/// Errors: shape and dtype errors as for dlb_tensor_empty, DLB_ERR_SHM_IO,
+/// DLB_ERR_BUFFER_TOO_SMALL. On failure `*out` is NULL and no segment is left behind.
+///
+/// # Safety
+/// `shape` is NULL or holds `ndim` values; `handle` is NULL or writable for `handle_len` bytes;
+/// `out` is NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn dlb_shm_empty(
+    ndim: i32,
+    shape: *const i64,
+    dtype: dlb_dtype,
+    handle: *mut c_char,
+    handle_len: usize,
+    out: *mut *mut dlb_tensor,
+) -> c_int {
+    boundary(|| {
+        // SAFETY: caller's contract.
+        let out = unsafe { Out::cleared(out, "out") }?;
+        // SAFETY: caller's contract.
+        let shape = unsafe { dims_arg(ndim, shape) }?;
+        let shared = shm::empty(shape, DataType::from_raw(dtype.into())?)?;
+        // SAFETY: caller's contract.
+        unsafe { write_str(handle, handle_len, "handle", shared.handle().to_owned()) }?;
+        out.write(dlb_tensor::into_raw(shared.to_tensor()));
+        Ok(())
+    })
+}
+
+/// Copies `t` (any layout, host memory) into a new segment in C order — the one copy a
+/// cross-process exchange costs — and writes the segment's handle into `handle`. The segment's
+/// tensor is flagged DLB_FLAG_IS_COPIED. If `out` is not NULL it receives a tensor over the
+/// segment (this side's reference); if `out` is NULL this side keeps no reference and the
+/// segment is reserved for the next opener instead (as dlb_shm_reserve).
+///
+/// Errors: DLB_ERR_NOT_ON_CPU, DLB_ERR_UNSUPPORTED_LAYOUT (packed sub-byte), DLB_ERR_SHM_IO,
+/// DLB_ERR_BUFFER_TOO_SMALL.
+///
+/// # Safety
+/// `t` is NULL or a live handle; `handle` is NULL or writable for `handle_len` bytes; `out` is
+/// NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn dlb_shm_export(
+    t: *const dlb_tensor,
+    handle: *mut c_char,
+    handle_len: usize,
+    out: *mut *mut dlb_tensor,
+) -> c_int {
+    boundary(|| {
+        let out = if out.is_null() {
+            None
+        } else {
+            // SAFETY: caller's contract.
+            Some(unsafe { Out::cleared(out, "out") }?)
+        };
+        // SAFETY: caller's contract.
+        let tensor = unsafe { dlb_tensor::arg(t, "t") }?;
+        let shared = shm::export(&tensor.view())?;
+        // SAFETY: caller's contract.
+        unsafe { write_str(handle, handle_len, "handle", shared.handle().to_owned()) }?;
+        match out {
+            Some(out) => out.write(dlb_tensor::into_raw(shared.to_tensor())),
+            None => drop(shared.handoff()),
+        }
+        Ok(())
+    })
+}
+
+/// Opens the segment named `handle` without copying; `writable` 0 maps the data read-only and
+/// flags the tensor DLB_FLAG_READ_ONLY. The segment is validated like any foreign tensor.
+///
+/// Errors: DLB_ERR_UNKNOWN_NAME (not a handle), DLB_ERR_SHM_NOT_FOUND, DLB_ERR_SHM_INVALID,
+/// validation errors, DLB_ERR_SHM_IO. On failure `*out` is NULL.
+///
+/// # Safety
+/// `handle` is NULL or NUL-terminated; `out` is NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn dlb_shm_open(
+    handle: *const c_char,
+    writable: c_int,
+    out: *mut *mut dlb_tensor,
+) -> c_int {
+    boundary(|| {
+        // SAFETY: caller's contract.
+        let out = unsafe { Out::cleared(out, "out") }?;
+        // SAFETY: caller's contract.
+        let handle = unsafe { str_arg(handle, "handle") }?;
+        let access = if writable != 0 {
+            Access::ReadWrite
+        } else {
+            Access::ReadOnly
+        };
+        out.write(dlb_tensor::into_raw(shm::open(&handle, access)?));
+        Ok(())
+    })
+}
+
+/// Reserves one reference of segment `handle` for a future dlb_shm_open, so the segment survives
+/// until that opener releases it even if every current side lets go first (a producer that
+/// exits before its consumer opens).
+///
+/// # Safety
+/// `handle` is NULL or NUL-terminated.
+#[no_mangle]
+pub unsafe extern "C" fn dlb_shm_reserve(handle: *const c_char) -> c_int {
+    boundary(|| {
+        // SAFETY: caller's contract.
+        let handle = unsafe { str_arg(handle, "handle") }?;
+        shm::reserve(&handle)?;
+        Ok(())
+    })
+}
