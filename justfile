@@ -16,6 +16,7 @@ demo:
 test:
     @scripts/test-rust.sh
     @scripts/test-capi.sh
+    @scripts/test-python.sh
     @scripts/test-node.sh
     @scripts/test-julia.sh
 

@@ -1,0 +1,93 @@
+"""Type stubs of the dlbridge extension module."""
+
+from collections.abc import Sequence
+from typing import Any, Final, Literal, Protocol, final
+
+from typing_extensions import CapsuleType
+
+__version__: Final[str]
+DLPACK_VERSION: Final[tuple[int, int]]
+
+_Device = str | tuple[int, int]
+"""A device: a name ("cpu", "cuda:1") or a ``(device_type, device_id)`` pair."""
+
+class _SupportsDLPack(Protocol):
+    def __dlpack__(self, **kwargs: Any) -> CapsuleType: ...
+
+@final
+class Tensor:
+    """A tensor exchanged through DLPack: a zero-copy view of memory owned by dlbridge or by
+    another library, on any device."""
+
+    __dlpack_c_exchange_api__: CapsuleType
+    """The DLPack C exchange API table (capsule "dlpack_exchange_api")."""
+    __c_dlpack_exchange_api__: int
+    """The same table's address, for consumers of the older attribute name."""
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        """Dimension sizes."""
+    @property
+    def strides(self) -> tuple[int, ...]:
+        """Strides in elements (not bytes)."""
+    @property
+    def dtype(self) -> str:
+        """Element type in numpy's spelling: "float32", "bool", "bfloat16", "complex64", ..."""
+    @property
+    def device(self) -> tuple[int, int]:
+        """``(device_type, device_id)``; ``(1, 0)`` is the CPU."""
+    @property
+    def ndim(self) -> int: ...
+    @property
+    def size(self) -> int:
+        """Number of elements."""
+    @property
+    def itemsize(self) -> int:
+        """Bytes per element."""
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the elements if stored compactly."""
+    @property
+    def readonly(self) -> bool:
+        """Whether the memory must not be written."""
+    @property
+    def copied(self) -> bool:
+        """Whether the data was copied when this tensor was made."""
+    @property
+    def data_ptr(self) -> int:
+        """Address of element 0 (byte offset applied)."""
+    def __dlpack__(
+        self,
+        *,
+        stream: int | None = None,
+        max_version: tuple[int, int] | None = None,
+        dl_device: tuple[int, int] | None = None,
+        copy: bool | None = None,
+    ) -> CapsuleType:
+        """Export as a DLPack capsule ("dltensor" for ``max_version=None``, else
+        "dltensor_versioned" 1.3). ``copy=True`` always copies; read-only tensors refuse the
+        legacy kind (BufferError)."""
+    def __dlpack_device__(self) -> tuple[int, int]: ...
+    # The buffer protocol (CPU tensors whose dtype has a struct format); Python >= 3.12 also shows
+    # it as this method, and type checkers accept a Tensor wherever a buffer is expected (PEP 688).
+    def __buffer__(self, flags: int, /) -> memoryview: ...
+    def tolist(self) -> Any:
+        """The elements as nested lists (a scalar for 0-d tensors)."""
+    def copy(self, order: Literal["C", "F"] = "C") -> Tensor:
+        """A compact copy owned by dlbridge, flagged as copied."""
+
+def from_dlpack(
+    x: _SupportsDLPack | CapsuleType,
+    /,
+    *,
+    device: _Device | None = None,
+    copy: bool | None = None,
+) -> Tensor:
+    """Import a DLPack tensor zero-copy (an object with ``__dlpack__``, a raw capsule, or an object
+    whose type publishes ``__dlpack_c_exchange_api__``)."""
+
+def empty(shape: int | Sequence[int], dtype: str | None = "float32") -> Tensor:
+    """A zero-filled, C-contiguous, 64-byte aligned CPU tensor."""
+
+def arange(n: int, dtype: str | None = "float32") -> Tensor:
+    """A 1-d CPU tensor holding 0, 1, ..., n-1."""

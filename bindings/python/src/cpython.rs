@@ -1,0 +1,133 @@
+//! CPython ABI pieces that the 3.9 limited API (our abi3 floor) does not declare, each used only
+//! where it is known to exist at run time.
+//!
+//! - `METH_FASTCALL` and the vectorcall argument-offset flag: stable values since CPython 3.7/3.8,
+//!   part of the limited API from 3.10/3.12.
+//! - `PyObject_VectorcallMethod`: exported by every CPython >= 3.9 and part of the stable ABI
+//!   from 3.12. It is looked up at run time; without it calls go through `PyObject_Call`.
+//! - `Py_buffer`: layout unchanged since Python 3.0, in the limited API from 3.11 (the buffer
+//!   slots themselves are accepted in type specs from 3.9).
+
+use std::ffi::{c_char, c_int, c_void, CStr};
+use std::sync::OnceLock;
+
+use pyo3::ffi;
+
+/// `METH_FASTCALL`: the method receives a C array of arguments and a tuple of keyword names.
+pub(crate) const METH_FASTCALL: c_int = 0x0080;
+
+/// `PY_VECTORCALL_ARGUMENTS_OFFSET`: the callee may overwrite `args[-1]` temporarily.
+pub(crate) const PY_VECTORCALL_ARGUMENTS_OFFSET: usize = 1 << (usize::BITS - 1);
+
+/// A `METH_FASTCALL | METH_KEYWORDS` C function.
+pub(crate) type FastcallWithKeywords = unsafe extern "C" fn(
+    slf: *mut ffi::PyObject,
+    args: *const *mut ffi::PyObject,
+    nargs: ffi::Py_ssize_t,
+    kwnames: *mut ffi::PyObject,
+) -> *mut ffi::PyObject;
+
+/// Signature of `PyObject_VectorcallMethod`.
+pub(crate) type VectorcallMethod = unsafe extern "C" fn(
+    name: *mut ffi::PyObject,
+    args: *const *mut ffi::PyObject,
+    nargsf: usize,
+    kwnames: *mut ffi::PyObject,
+) -> *mut ffi::PyObject;
+
+/// `PyObject_VectorcallMethod` of the running interpreter, if it exports it.
+pub(crate) fn vectorcall_method() -> Option<VectorcallMethod> {
+    static FOUND: OnceLock<Option<VectorcallMethod>> = OnceLock::new();
+    *FOUND.get_or_init(|| {
+        // SAFETY: the symbol, when present, is CPython's `PyObject_VectorcallMethod`, whose
+        // signature is `VectorcallMethod` in every version that exports it (3.9+).
+        unsafe { lookup_symbol(c"PyObject_VectorcallMethod").map(|p| std::mem::transmute(p)) }
+    })
+}
+
+/// Whether the interpreter is shutting down (`Py_IsFinalizing`, public from 3.13, and its older
+/// name `_Py_IsFinalizing`); `false` when neither is exported.
+fn is_finalizing() -> bool {
+    type IsFinalizing = unsafe extern "C" fn() -> std::ffi::c_int;
+    static FOUND: OnceLock<Option<IsFinalizing>> = OnceLock::new();
+    let found = FOUND.get_or_init(|| {
+        let symbol =
+            lookup_symbol(c"Py_IsFinalizing").or_else(|| lookup_symbol(c"_Py_IsFinalizing"));
+        // SAFETY: both symbols are `int (*)(void)` in every CPython that exports them.
+        symbol.map(|p| unsafe { std::mem::transmute::<*mut c_void, IsFinalizing>(p) })
+    });
+    // SAFETY: a query without preconditions.
+    found.is_some_and(|f| unsafe { f() } != 0)
+}
+
+/// Runs `f` with the GIL held, from any thread: takes the GIL (re-entrantly, cheap when this
+/// thread holds it already), or skips `f` (returning false) when the interpreter is gone or
+/// shutting down, where taking the GIL from a foreign thread could hang or crash the process.
+/// Callers leak what `f` would have released; the process is ending.
+pub(crate) fn with_gil_anywhere(f: impl FnOnce()) -> bool {
+    // SAFETY: queries without preconditions.
+    if unsafe { ffi::Py_IsInitialized() } == 0 || is_finalizing() {
+        return false;
+    }
+    // SAFETY: the interpreter is running; Ensure/Release pair up on this thread.
+    let state = unsafe { ffi::PyGILState_Ensure() };
+    f();
+    // SAFETY: releases the state taken above.
+    unsafe { ffi::PyGILState_Release(state) };
+    true
+}
+
+#[cfg(unix)]
+fn lookup_symbol(name: &CStr) -> Option<*mut c_void> {
+    extern "C" {
+        fn dlsym(handle: *mut c_void, symbol: *const c_char) -> *mut c_void;
+    }
+    // RTLD_DEFAULT: search the global symbol scope, where the interpreter's symbols live.
+    #[cfg(any(target_os = "macos", target_os = "ios"))]
+    let handle = -2isize as *mut c_void;
+    #[cfg(not(any(target_os = "macos", target_os = "ios")))]
+    let handle = std::ptr::null_mut();
+    // SAFETY: dlsym with RTLD_DEFAULT and a NUL-terminated name only reads the symbol tables.
+    let found = unsafe { dlsym(handle, name.as_ptr()) };
+    (!found.is_null()).then_some(found)
+}
+
+#[cfg(not(unix))]
+fn lookup_symbol(_name: &CStr) -> Option<*mut c_void> {
+    None
+}
+
+/// `Py_buffer` (Include/pybuffer.h), unchanged since Python 3.0.
+#[repr(C)]
+pub(crate) struct PyBuffer {
+    pub buf: *mut c_void,
+    pub obj: *mut ffi::PyObject,
+    pub len: ffi::Py_ssize_t,
+    pub itemsize: ffi::Py_ssize_t,
+    pub readonly: c_int,
+    pub ndim: c_int,
+    pub format: *mut c_char,
+    pub shape: *mut ffi::Py_ssize_t,
+    pub strides: *mut ffi::Py_ssize_t,
+    pub suboffsets: *mut ffi::Py_ssize_t,
+    pub internal: *mut c_void,
+}
+
+/// `getbufferproc`.
+pub(crate) type GetBufferProc =
+    unsafe extern "C" fn(obj: *mut ffi::PyObject, view: *mut PyBuffer, flags: c_int) -> c_int;
+/// `releasebufferproc`.
+pub(crate) type ReleaseBufferProc =
+    unsafe extern "C" fn(obj: *mut ffi::PyObject, view: *mut PyBuffer);
+
+/// Buffer request flags (Include/pybuffer.h).
+pub(crate) mod buffer_flags {
+    use std::ffi::c_int;
+    pub const WRITABLE: c_int = 0x0001;
+    pub const FORMAT: c_int = 0x0004;
+    pub const ND: c_int = 0x0008;
+    pub const STRIDES: c_int = 0x0010 | ND;
+    pub const C_CONTIGUOUS: c_int = 0x0020 | STRIDES;
+    pub const F_CONTIGUOUS: c_int = 0x0040 | STRIDES;
+    pub const ANY_CONTIGUOUS: c_int = 0x0080 | STRIDES;
+}

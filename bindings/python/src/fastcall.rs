@@ -1,0 +1,336 @@
+//! Plumbing for the hot entry points written against the C API directly (`from_dlpack` and
+//! `Tensor.__dlpack__`): `METH_FASTCALL | METH_KEYWORDS` method definitions, which an abi3-py39
+//! pyo3 build cannot generate, keyword matching by interned identity, and the guard that turns
+//! Rust errors and panics into a raised Python exception.
+
+use std::ffi::{c_int, CStr};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::ptr;
+
+use pyo3::exceptions::PyRuntimeError;
+use pyo3::ffi;
+use pyo3::prelude::*;
+use pyo3::types::PyString;
+
+use crate::cpython::{FastcallWithKeywords, METH_FASTCALL};
+use crate::errors::type_error;
+use crate::gil_cell::GilCell;
+
+/// A `PyMethodDef` that can live in a `static`.
+#[repr(transparent)]
+pub(crate) struct MethodDef(ffi::PyMethodDef);
+
+// SAFETY: the definition is immutable after construction and CPython only reads it.
+unsafe impl Sync for MethodDef {}
+
+impl MethodDef {
+    /// A `METH_FASTCALL | METH_KEYWORDS` function or method. `doc` starts with the text signature
+    /// (`name(args)\n--\n\n`) so that `inspect.signature` works.
+    pub(crate) const fn fastcall(
+        name: &'static CStr,
+        func: FastcallWithKeywords,
+        doc: &'static CStr,
+    ) -> Self {
+        MethodDef(ffi::PyMethodDef {
+            ml_name: name.as_ptr(),
+            ml_meth: ffi::PyMethodDefPointer {
+                // SAFETY: the slot holds any C function pointer; `ml_flags` tells CPython to call
+                // it with the fastcall signature it really has.
+                PyCFunctionWithKeywords: unsafe {
+                    std::mem::transmute::<FastcallWithKeywords, ffi::PyCFunctionWithKeywords>(func)
+                },
+            },
+            ml_flags: METH_FASTCALL | ffi::METH_KEYWORDS,
+            ml_doc: doc.as_ptr(),
+        })
+    }
+
+    /// A `METH_NOARGS` method.
+    pub(crate) const fn noargs(
+        name: &'static CStr,
+        func: ffi::PyCFunction,
+        doc: &'static CStr,
+    ) -> Self {
+        MethodDef(ffi::PyMethodDef {
+            ml_name: name.as_ptr(),
+            ml_meth: ffi::PyMethodDefPointer { PyCFunction: func },
+            ml_flags: ffi::METH_NOARGS,
+            ml_doc: doc.as_ptr(),
+        })
+    }
+
+    /// The all-NULL entry that ends a method table.
+    // SAFETY: CPython reads a zeroed PyMethodDef as the end of the table.
+    pub(crate) const END: MethodDef = MethodDef(unsafe { std::mem::zeroed() });
+
+    /// The definition as CPython's API wants it (never written through).
+    pub(crate) fn as_ptr(&'static self) -> *mut ffi::PyMethodDef {
+        &self.0 as *const ffi::PyMethodDef as *mut ffi::PyMethodDef
+    }
+}
+
+/// Converts a caught panic into a Python exception.
+fn panic_to_err(payload: Box<dyn std::any::Any + Send>) -> PyErr {
+    let message = payload
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "unknown panic".to_owned());
+    PyRuntimeError::new_err(format!("dlbridge panicked: {message}"))
+}
+
+/// Runs the body of a C entry point that returns a new reference: an error or a panic becomes
+/// the raised exception and NULL.
+///
+/// # Safety
+/// The calling thread holds the GIL (CPython calls the entry point with it held).
+pub(crate) unsafe fn object_entry(
+    body: impl for<'py> FnOnce(Python<'py>) -> PyResult<Bound<'py, PyAny>>,
+) -> *mut ffi::PyObject {
+    // SAFETY: the GIL is held (function contract).
+    let py = unsafe { Python::assume_attached() };
+    match catch_unwind(AssertUnwindSafe(|| body(py))) {
+        Ok(Ok(obj)) => obj.into_ptr(),
+        Ok(Err(err)) => {
+            err.restore(py);
+            ptr::null_mut()
+        }
+        Err(payload) => {
+            panic_to_err(payload).restore(py);
+            ptr::null_mut()
+        }
+    }
+}
+
+/// Runs the body of a C entry point that returns a status (0 ok, -1 with an exception raised).
+///
+/// # Safety
+/// The calling thread holds the GIL.
+pub(crate) unsafe fn status_entry(
+    body: impl for<'py> FnOnce(Python<'py>) -> PyResult<()>,
+) -> c_int {
+    // SAFETY: the GIL is held (function contract).
+    let py = unsafe { Python::assume_attached() };
+    match catch_unwind(AssertUnwindSafe(|| body(py))) {
+        Ok(Ok(())) => 0,
+        Ok(Err(err)) => {
+            err.restore(py);
+            -1
+        }
+        Err(payload) => {
+            panic_to_err(payload).restore(py);
+            -1
+        }
+    }
+}
+
+/// The positional and keyword arguments of a vectorcall.
+pub(crate) struct Arguments<'a, 'py> {
+    py: Python<'py>,
+    positional: &'a [*mut ffi::PyObject],
+    keyword_values: &'a [*mut ffi::PyObject],
+    kwnames: *mut ffi::PyObject,
+}
+
+impl<'a, 'py> Arguments<'a, 'py> {
+    /// Wraps the raw arguments of a fastcall entry point.
+    ///
+    /// # Safety
+    /// `args` holds `nargs` positional arguments followed by one value per entry of `kwnames`
+    /// (a tuple of str, or NULL), all borrowed for `'a`, as CPython passes them.
+    pub(crate) unsafe fn new(
+        py: Python<'py>,
+        args: *const *mut ffi::PyObject,
+        nargs: ffi::Py_ssize_t,
+        kwnames: *mut ffi::PyObject,
+    ) -> Self {
+        // SAFETY: kwnames is NULL or a tuple (contract).
+        let nkw = if kwnames.is_null() {
+            0
+        } else {
+            // SAFETY: a non-NULL kwnames is a tuple (contract).
+            unsafe { ffi::PyTuple_Size(kwnames) }
+        };
+        let (nargs, nkw) = (nargs as usize, nkw.max(0) as usize);
+        let all: &'a [*mut ffi::PyObject] = if nargs + nkw == 0 {
+            &[]
+        } else {
+            // SAFETY: `args` holds nargs + nkw borrowed pointers (contract).
+            unsafe { std::slice::from_raw_parts(args, nargs + nkw) }
+        };
+        let (positional, keyword_values) = all.split_at(nargs);
+        Arguments {
+            py,
+            positional,
+            keyword_values,
+            kwnames,
+        }
+    }
+
+    /// The positional arguments, checked to be exactly `N` for function `name`.
+    pub(crate) fn positional<const N: usize>(
+        &self,
+        name: &str,
+    ) -> PyResult<[Borrowed<'a, 'py, PyAny>; N]> {
+        if self.positional.len() != N {
+            return Err(type_error(format!(
+                "{name}() takes {N} positional argument{} but {} were given",
+                if N == 1 { "" } else { "s" },
+                self.positional.len()
+            )));
+        }
+        // SAFETY: CPython passes live, borrowed, non-NULL argument pointers.
+        Ok(std::array::from_fn(|i| unsafe {
+            Borrowed::from_ptr(self.py, self.positional[i])
+        }))
+    }
+
+    /// Up to `N` positional arguments for function `name`, the missing ones `None`.
+    pub(crate) fn optional_positional<const N: usize>(
+        &self,
+        name: &str,
+    ) -> PyResult<[Option<Borrowed<'a, 'py, PyAny>>; N]> {
+        if self.positional.len() > N {
+            return Err(type_error(format!(
+                "{name}() takes at most {N} positional argument{} but {} were given",
+                if N == 1 { "" } else { "s" },
+                self.positional.len()
+            )));
+        }
+        Ok(std::array::from_fn(|i| {
+            self.positional
+                .get(i)
+                // SAFETY: CPython passes live, borrowed, non-NULL argument pointers.
+                .map(|&p| unsafe { Borrowed::from_ptr(self.py, p) })
+        }))
+    }
+
+    /// Assigns each keyword argument to the slot of the same name (`names`: interned strings with
+    /// their ASCII spelling); unknown or repeated names are a TypeError.
+    ///
+    /// A call site passes the same keyword-name tuple every time, so the name-to-slot mapping is
+    /// remembered per tuple in `cache`; only a new tuple is resolved by comparing names.
+    pub(crate) fn keywords<const N: usize>(
+        &self,
+        function: &str,
+        names: [(&Py<PyString>, &CStr); N],
+        cache: &'static KeywordCache,
+    ) -> PyResult<[Option<Borrowed<'a, 'py, PyAny>>; N]> {
+        const { assert!(N <= MAX_KEYWORDS, "raise MAX_KEYWORDS") };
+        let mut slots: [Option<Borrowed<'a, 'py, PyAny>>; N] = [None; N];
+        if self.keyword_values.is_empty() {
+            return Ok(slots);
+        }
+        let mapping = match cache.find(self.py, self.kwnames) {
+            Some(mapping) => mapping,
+            None => {
+                let mapping = self.resolve(function, &names)?;
+                cache.insert(self.py, self.kwnames, mapping);
+                mapping
+            }
+        };
+        for (&slot, &value) in mapping.iter().zip(self.keyword_values) {
+            // SAFETY: CPython passes live, borrowed, non-NULL argument pointers.
+            slots[usize::from(slot)] = Some(unsafe { Borrowed::from_ptr(self.py, value) });
+        }
+        Ok(slots)
+    }
+
+    /// Maps each keyword name to its slot index by comparing names.
+    fn resolve<const N: usize>(
+        &self,
+        function: &str,
+        names: &[(&Py<PyString>, &CStr); N],
+    ) -> PyResult<[u8; MAX_KEYWORDS]> {
+        let mut mapping = [0u8; MAX_KEYWORDS];
+        let mut seen = [false; N];
+        for (i, _) in self.keyword_values.iter().enumerate() {
+            // SAFETY: kwnames has one str per keyword value; PyTuple_GetItem returns a borrowed
+            // reference and `i` is in range.
+            let name = unsafe { ffi::PyTuple_GetItem(self.kwnames, i as ffi::Py_ssize_t) };
+            // Keyword names in bytecode are interned, so identity usually decides.
+            let slot = names
+                .iter()
+                .position(|(interned, _)| name == interned.as_ptr())
+                .or_else(|| {
+                    names.iter().position(|(_, ascii)| {
+                        // SAFETY: `name` is a str; the comparison cannot fail or raise.
+                        unsafe { ffi::PyUnicode_CompareWithASCIIString(name, ascii.as_ptr()) == 0 }
+                    })
+                });
+            match slot {
+                Some(k) if !seen[k] => {
+                    seen[k] = true;
+                    // At most N <= MAX_KEYWORDS names can be distinct and known, so `i` fits.
+                    mapping[i] = k as u8;
+                }
+                Some(k) => {
+                    return Err(type_error(format!(
+                        "{function}() got multiple values for argument '{}'",
+                        names[k].1.to_string_lossy()
+                    )))
+                }
+                None => {
+                    // SAFETY: `name` is a borrowed str from kwnames.
+                    let name = unsafe { Borrowed::from_ptr(self.py, name) };
+                    return Err(type_error(format!(
+                        "{function}() got an unexpected keyword argument '{}'",
+                        &*name
+                    )));
+                }
+            }
+        }
+        Ok(mapping)
+    }
+}
+
+/// The most keyword arguments an entry point takes.
+const MAX_KEYWORDS: usize = 4;
+
+/// Keyword-name tuples seen by one entry point, with their slot mapping. Each cached tuple is
+/// kept alive by a reference, so its address cannot be reused by another tuple.
+pub(crate) struct KeywordCache {
+    entries: GilCell<Vec<(*mut ffi::PyObject, [u8; MAX_KEYWORDS])>>,
+}
+
+/// Tuples remembered per entry point (call sites with distinct keyword sets).
+const KEYWORD_CACHE_SIZE: usize = 8;
+
+impl KeywordCache {
+    /// An empty cache.
+    pub(crate) const fn new() -> Self {
+        KeywordCache {
+            entries: GilCell::new(Vec::new()),
+        }
+    }
+
+    fn find(&self, py: Python<'_>, kwnames: *mut ffi::PyObject) -> Option<[u8; MAX_KEYWORDS]> {
+        self.entries.with(py, |entries| {
+            entries
+                .iter()
+                .find(|(names, _)| *names == kwnames)
+                .map(|&(_, mapping)| mapping)
+        })
+    }
+
+    fn insert(&self, py: Python<'_>, kwnames: *mut ffi::PyObject, mapping: [u8; MAX_KEYWORDS]) {
+        // SAFETY: a live tuple; the reference keeps its address unique while cached.
+        unsafe { ffi::Py_IncRef(kwnames) };
+        let evicted = self.entries.with(py, |entries| {
+            let evicted = (entries.len() == KEYWORD_CACHE_SIZE).then(|| entries.remove(0).0);
+            entries.push((kwnames, mapping));
+            evicted
+        });
+        if let Some(evicted) = evicted {
+            // SAFETY: the reference taken when the entry was added; the GIL is held.
+            unsafe { ffi::Py_DecRef(evicted) };
+        }
+    }
+}
+
+/// A keyword argument with `None` mapped to absent.
+pub(crate) fn given<'a, 'py>(
+    arg: Option<Borrowed<'a, 'py, PyAny>>,
+) -> Option<Borrowed<'a, 'py, PyAny>> {
+    arg.filter(|v| !v.is_none())
+}

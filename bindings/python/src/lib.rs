@@ -1,0 +1,56 @@
+//! Python bindings of dlbridge: the extension module `dlbridge._dlbridge` behind the `dlbridge`
+//! package (abi3, CPython >= 3.9).
+//!
+//! - `consumer`: `from_dlpack` (raw capsules, the C exchange API, `__dlpack__`).
+//! - `producer`: `Tensor.__dlpack__` and zero-copy exports.
+//! - `exchange_api`: our `__dlpack_c_exchange_api__` table and the per-type cache of others'.
+//! - `tensor`: the `Tensor` type (built with `PyType_FromSpec`); `tensor_api`: its attributes;
+//!   `constructors`: `empty` / `arange`.
+//! - `buffer`: the buffer protocol; `capsule`: capsule naming and ownership.
+//! - `errors`: the single mapping from core errors to Python exceptions.
+//!
+//! The two hot entry points (`from_dlpack`, `Tensor.__dlpack__`) are `METH_FASTCALL` functions
+//! written against the C API (`fastcall`), because an abi3-py39 pyo3 build would route them
+//! through tuple-and-dict calls; `cpython` holds the few ABI pieces the 3.9 limited API lacks.
+
+use pyo3::prelude::*;
+
+mod arguments;
+mod buffer;
+mod capsule;
+mod constructors;
+mod consumer;
+mod cpython;
+mod elements;
+mod errors;
+mod exchange_api;
+mod fastcall;
+mod gil_cell;
+mod interned;
+mod producer;
+mod tensor;
+mod tensor_api;
+mod testing;
+
+/// The extension module.
+#[pymodule]
+fn _dlbridge(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    let py = m.py();
+    interned::init(py)?;
+    let ty = tensor::create_type(py)?;
+    exchange_api::install(&ty)?;
+    m.add("Tensor", ty)?;
+    consumer::install(m)?;
+    m.add_function(wrap_pyfunction!(constructors::empty, m)?)?;
+    m.add_function(wrap_pyfunction!(constructors::arange, m)?)?;
+    m.add_submodule(&testing::module(py)?)?;
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    m.add(
+        "DLPACK_VERSION",
+        (
+            dlbridge::ffi::DLPACK_MAJOR_VERSION,
+            dlbridge::ffi::DLPACK_MINOR_VERSION,
+        ),
+    )?;
+    Ok(())
+}

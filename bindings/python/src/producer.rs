@@ -1,0 +1,266 @@
+//! Producer side: `Tensor.__dlpack__` with the array API's exact semantics, and the zero-copy
+//! exports it and the exchange API hand out.
+
+use std::ptr::{self, NonNull};
+
+use dlbridge::ffi::{DLManagedTensor, DLManagedTensorVersioned, DLPackVersion, DLTensor};
+use dlbridge::{export, Device, DeviceType, Flags, Order};
+use pyo3::exceptions::PyMemoryError;
+use pyo3::ffi;
+use pyo3::prelude::*;
+
+use crate::arguments::{copy_policy, int_pair, major_version};
+use crate::capsule::{into_capsule, Export};
+use crate::cpython::with_gil_anywhere;
+use crate::errors::{buffer_error, to_py_err, type_error, value_error};
+use crate::fastcall::{given, object_entry, Arguments, KeywordCache, MethodDef};
+use crate::interned;
+use crate::tensor::TensorRef;
+use crate::tensor_api::device_pair;
+
+/// The block behind a zero-copy ("lent") export: the managed struct first (so its address is
+/// the block's) and an owned reference to the `dlbridge.Tensor`. The reference keeps the memory
+/// alive, and with it the tensor's own shape and strides, which the export points into instead of
+/// copying (the object is immutable and does not move).
+#[repr(C)]
+struct LentBlock<M> {
+    managed: M,
+    owner: *mut ffi::PyObject,
+}
+
+/// The `DLTensor` of a lent export. Flags are the tensor's minus IS_COPIED, which says how the
+/// tensor was made; the export itself copies nothing.
+fn lent_tensor(tensor: TensorRef<'_, '_>) -> (DLTensor, Flags) {
+    let v = tensor.view();
+    let ndim = v.ndim();
+    let dims = |d: &[i64]| {
+        if ndim == 0 {
+            ptr::null_mut()
+        } else {
+            d.as_ptr().cast_mut()
+        }
+    };
+    let tensor = DLTensor {
+        data: if v.size() == 0 {
+            ptr::null_mut()
+        } else {
+            v.data_ptr().cast()
+        },
+        device: v.device().to_raw(),
+        ndim: ndim as i32,
+        dtype: v.dtype().to_raw(),
+        shape: dims(v.shape()),
+        strides: dims(v.strides()),
+        byte_offset: 0,
+    };
+    (tensor, v.flags() - Flags::IS_COPIED)
+}
+
+/// Places a lent export's block in Python's allocator (fast for small blocks; freed by the
+/// deleter under the GIL) together with a new reference to `obj`.
+fn lend<M>(tensor: TensorRef<'_, '_>, managed: M) -> PyResult<NonNull<M>> {
+    let size = std::mem::size_of::<LentBlock<M>>();
+    // SAFETY: the GIL is held (a bound object is at hand); the block is initialised right away.
+    let block = unsafe { ffi::PyMem_Malloc(size) }.cast::<LentBlock<M>>();
+    let Some(block) = NonNull::new(block) else {
+        return Err(PyMemoryError::new_err(format!(
+            "cannot allocate {size} bytes"
+        )));
+    };
+    // SAFETY: a fresh allocation of the right size; PyMem_Malloc aligns to 16 bytes.
+    unsafe {
+        block.as_ptr().write(LentBlock {
+            managed,
+            owner: tensor.object().to_owned().into_ptr(),
+        })
+    };
+    // `managed` is the first field of the repr(C) block, so the pointers coincide.
+    Ok(block.cast())
+}
+
+/// Releases a lent block: drops the reference and frees the block, with the GIL held whatever
+/// thread the consumer's deleter runs on (see [`with_gil_anywhere`]; both leak at shutdown).
+///
+/// # Safety
+/// `block` was made by [`lend`] with the same `M` and is released once.
+unsafe fn release_lent<M>(block: *mut LentBlock<M>) {
+    with_gil_anywhere(|| {
+        // SAFETY: per the contract; the GIL is held, as PyMem_Free and Py_DecRef need.
+        unsafe {
+            ffi::Py_DecRef((*block).owner);
+            ffi::PyMem_Free(block.cast());
+        }
+    });
+}
+
+/// A zero-copy versioned (1.3) export of a tensor object.
+pub(crate) fn lend_versioned(
+    tensor: TensorRef<'_, '_>,
+) -> PyResult<NonNull<DLManagedTensorVersioned>> {
+    let (dl_tensor, flags) = lent_tensor(tensor);
+    lend(
+        tensor,
+        DLManagedTensorVersioned {
+            version: DLPackVersion::CURRENT,
+            manager_ctx: ptr::null_mut(),
+            deleter: Some(delete_lent_versioned),
+            flags: flags.bits(),
+            dl_tensor,
+        },
+    )
+}
+
+/// A zero-copy legacy export of a tensor object; read-only tensors are refused (the legacy struct
+/// cannot say "read-only").
+fn lend_legacy(tensor: TensorRef<'_, '_>) -> PyResult<NonNull<DLManagedTensor>> {
+    let (dl_tensor, flags) = lent_tensor(tensor);
+    if flags.contains(Flags::READ_ONLY) {
+        return Err(buffer_error(
+            "a read-only tensor cannot be exported as a legacy (unversioned) DLPack capsule, \
+             which has no read-only flag; pass max_version=(1, 0) or newer",
+        ));
+    }
+    lend(
+        tensor,
+        DLManagedTensor {
+            dl_tensor,
+            manager_ctx: ptr::null_mut(),
+            deleter: Some(delete_lent_legacy),
+        },
+    )
+}
+
+/// Deleter of lent versioned exports.
+unsafe extern "C" fn delete_lent_versioned(managed: *mut DLManagedTensorVersioned) {
+    if !managed.is_null() {
+        // SAFETY: the block made by `lend_versioned` (managed is its first field), deleted once.
+        unsafe { release_lent(managed.cast::<LentBlock<DLManagedTensorVersioned>>()) };
+    }
+}
+
+/// Deleter of lent legacy exports.
+unsafe extern "C" fn delete_lent_legacy(managed: *mut DLManagedTensor) {
+    if !managed.is_null() {
+        // SAFETY: the block made by `lend_legacy` (managed is its first field), deleted once.
+        unsafe { release_lent(managed.cast::<LentBlock<DLManagedTensor>>()) };
+    }
+}
+
+/// What a `__dlpack__` call asks for.
+struct ExportRequest {
+    versioned: bool,
+    copy: Option<bool>,
+}
+
+/// Checks the arguments of `__dlpack__` against the tensor and decodes the rest.
+fn export_request(
+    device: Device,
+    stream: Option<Borrowed<'_, '_, PyAny>>,
+    max_version: Option<Borrowed<'_, '_, PyAny>>,
+    dl_device: Option<Borrowed<'_, '_, PyAny>>,
+    copy: Option<Borrowed<'_, '_, PyAny>>,
+) -> PyResult<ExportRequest> {
+    let versioned = match given(max_version) {
+        None => false,
+        Some(v) => major_version(v)? >= 1,
+    };
+    let copy = copy_policy(copy)?;
+    if let Some(requested) = given(dl_device) {
+        let (kind, id) = int_pair("dl_device", requested)?;
+        let ours = device_pair(device);
+        if (kind, id) != (i64::from(ours.0), i64::from(ours.1)) {
+            return Err(buffer_error(format!(
+                "cannot export to device ({kind}, {id}): the tensor is on {device} {ours:?} and \
+                 dlbridge does not move data between devices"
+            )));
+        }
+    }
+    if let Some(stream) = given(stream) {
+        if stream.extract::<i64>().is_err() {
+            return Err(type_error(format!(
+                "stream must be None or an int, got {}",
+                stream.repr()?
+            )));
+        }
+        if device.kind == DeviceType::Cpu {
+            return Err(value_error(format!(
+                "stream must be None for a CPU tensor, got {}",
+                stream.repr()?
+            )));
+        }
+    }
+    Ok(ExportRequest { versioned, copy })
+}
+
+/// `Tensor.__dlpack__`: exports the tensor as a DLPack capsule.
+///
+/// - `max_version` None (or major 0): a legacy `"dltensor"` capsule, refused with BufferError for
+///   read-only tensors (the legacy struct cannot say "read-only"); major >= 1: a versioned 1.3
+///   `"dltensor_versioned"` capsule carrying READ_ONLY / IS_COPIED.
+/// - `copy=True` always copies (C order) and sets IS_COPIED; False and None never copy.
+/// - `dl_device` other than the tensor's is a BufferError; `stream` must be None on the CPU.
+fn dlpack<'py>(
+    py: Python<'py>,
+    tensor: TensorRef<'_, 'py>,
+    request: ExportRequest,
+) -> PyResult<Bound<'py, PyAny>> {
+    let export = if request.copy == Some(true) {
+        let copied = tensor.view().to_contiguous(Order::C).map_err(to_py_err)?;
+        if request.versioned {
+            Export::Versioned(export::to_versioned(copied, Flags::empty()))
+        } else {
+            Export::Legacy(export::to_legacy(copied, false).map_err(to_py_err)?)
+        }
+    } else if request.versioned {
+        Export::Versioned(lend_versioned(tensor)?)
+    } else {
+        Export::Legacy(lend_legacy(tensor)?)
+    };
+    into_capsule(py, export)
+}
+
+/// The `__dlpack__` method definition (part of the Tensor type's method table).
+pub(crate) const DLPACK_METHOD: MethodDef = MethodDef::fastcall(
+    c"__dlpack__",
+    dlpack_entry,
+    c"__dlpack__($self, /, *, stream=None, max_version=None, dl_device=None, copy=None)\n--\n\n\
+Export the tensor as a DLPack capsule (array API standard semantics).\n\n\
+max_version=None gives a legacy 'dltensor' capsule (refused for read-only tensors);\n\
+a major version >= 1 gives a DLPack 1.3 'dltensor_versioned' capsule.\n\
+copy=True always copies (and flags the copy); False and None never copy.\n\
+dl_device must be the tensor's device; stream must be None for CPU tensors.",
+);
+
+/// Keyword-name tuples seen by `Tensor.__dlpack__`.
+static DLPACK_KEYWORDS: KeywordCache = KeywordCache::new();
+
+/// C entry point of `Tensor.__dlpack__`.
+unsafe extern "C" fn dlpack_entry(
+    slf: *mut ffi::PyObject,
+    args: *const *mut ffi::PyObject,
+    nargs: ffi::Py_ssize_t,
+    kwnames: *mut ffi::PyObject,
+) -> *mut ffi::PyObject {
+    // SAFETY: CPython calls methods with the GIL held and the fastcall argument layout.
+    unsafe {
+        object_entry(|py| {
+            let args = Arguments::new(py, args, nargs, kwnames);
+            args.positional::<0>("__dlpack__")?;
+            let i = interned::get();
+            let [stream, max_version, dl_device, copy] = args.keywords(
+                "__dlpack__",
+                [
+                    (&i.stream, c"stream"),
+                    (&i.max_version, c"max_version"),
+                    (&i.dl_device, c"dl_device"),
+                    (&i.copy, c"copy"),
+                ],
+                &DLPACK_KEYWORDS,
+            )?;
+            let tensor = TensorRef::cast(Borrowed::from_ptr(py, slf))?;
+            let device = tensor.view().device();
+            let request = export_request(device, stream, max_version, dl_device, copy)?;
+            dlpack(py, tensor, request)
+        })
+    }
+}

@@ -1,0 +1,184 @@
+//! `dlbridge.Tensor`: a heap type built with `PyType_FromSpec`, not a pyo3 `#[pyclass]`.
+//!
+//! Importing a tensor creates one object, so its life cycle is on the hot path: a plain,
+//! non-GC object (it holds no Python references a collector could follow) costs one
+//! `PyObject_Malloc` and one `PyObject_Free`, where pyo3's class machinery costs about as much as
+//! the rest of an import. The type spec also declares the buffer slots directly, which the abi3
+//! pyo3 build cannot. Its attributes live in [`crate::tensor_api`].
+
+use std::ffi::{c_int, c_void};
+use std::ptr;
+use std::sync::atomic::{AtomicPtr, Ordering};
+
+use dlbridge::{AsTensorView, ManagedTensor, TensorView};
+use pyo3::ffi;
+use pyo3::prelude::*;
+use pyo3::types::PyType;
+
+use crate::buffer;
+use crate::capsule::preserving_exception;
+use crate::errors::type_error;
+use crate::tensor_api;
+
+/// The tensor behind a `dlbridge.Tensor`: memory Rust owns, or a producer's tensor whose
+/// deleter runs when the Python object dies (in `tp_dealloc`, so always with the GIL held, as
+/// many Python producers' deleters need).
+pub(crate) enum TensorData {
+    /// Rust-owned memory (constructors, copies).
+    Owned(Box<dlbridge::Tensor>),
+    /// A validated foreign tensor.
+    Imported(Box<ManagedTensor>),
+}
+
+impl AsTensorView for TensorData {
+    fn view(&self) -> TensorView<'_> {
+        match self {
+            TensorData::Owned(t) => t.view(),
+            TensorData::Imported(m) => m.view(),
+        }
+    }
+}
+
+/// The instance layout. `data` is written right after allocation and never changes, so shared
+/// references to it (and to the shape and strides inside it) stay valid while the object lives.
+#[repr(C)]
+struct TensorObject {
+    ob_base: ffi::PyObject,
+    weaklist: *mut ffi::PyObject,
+    data: TensorData,
+}
+
+/// The type object, created once by [`create_type`] and kept alive for the process.
+static TENSOR_TYPE: AtomicPtr<ffi::PyTypeObject> = AtomicPtr::new(ptr::null_mut());
+
+/// Creates the `dlbridge.Tensor` type (once per process).
+pub(crate) fn create_type(py: Python<'_>) -> PyResult<Bound<'_, PyType>> {
+    let existing = TENSOR_TYPE.load(Ordering::Acquire);
+    if !existing.is_null() {
+        // SAFETY: the type created earlier, kept alive by the reference we never release.
+        return Ok(unsafe { Bound::from_borrowed_ptr(py, existing.cast()) }.cast_into()?);
+    }
+    let mut members = [
+        ffi::PyMemberDef {
+            name: c"__weaklistoffset__".as_ptr(),
+            type_code: ffi::Py_T_PYSSIZET,
+            offset: std::mem::offset_of!(TensorObject, weaklist) as ffi::Py_ssize_t,
+            flags: ffi::Py_READONLY,
+            doc: ptr::null(),
+        },
+        ffi::PyMemberDef::default(),
+    ];
+    let slot = |slot: c_int, pfunc: *mut c_void| ffi::PyType_Slot { slot, pfunc };
+    let mut slots = [
+        slot(ffi::Py_tp_doc, tensor_api::DOC.as_ptr().cast_mut().cast()),
+        slot(ffi::Py_tp_new, tensor_api::tp_new as *mut c_void),
+        slot(ffi::Py_tp_dealloc, tp_dealloc as *mut c_void),
+        slot(ffi::Py_tp_repr, tensor_api::tp_repr as *mut c_void),
+        slot(ffi::Py_tp_methods, tensor_api::methods()),
+        slot(ffi::Py_tp_getset, tensor_api::getset()),
+        slot(ffi::Py_tp_members, members.as_mut_ptr().cast()),
+        slot(ffi::Py_bf_getbuffer, buffer::GET_BUFFER as *mut c_void),
+        slot(
+            ffi::Py_bf_releasebuffer,
+            buffer::RELEASE_BUFFER as *mut c_void,
+        ),
+        ffi::PyType_Slot::default(),
+    ];
+    let mut spec = ffi::PyType_Spec {
+        // CPython keeps pointing at the name: it must be static.
+        name: c"dlbridge.Tensor".as_ptr(),
+        basicsize: std::mem::size_of::<TensorObject>() as c_int,
+        itemsize: 0,
+        // Final (no BASETYPE) and not GC-tracked.
+        flags: ffi::Py_TPFLAGS_DEFAULT as std::ffi::c_uint,
+        slots: slots.as_mut_ptr(),
+    };
+    // SAFETY: a complete spec; the method and getset tables are statics (CPython keeps pointers
+    // to them), the member table and the slots are copied during the call; buffer slots in specs
+    // are honoured from CPython 3.9, our floor.
+    let ty = unsafe { Bound::from_owned_ptr_or_err(py, ffi::PyType_FromSpec(&mut spec))? };
+    let ty = ty.cast_into::<PyType>()?;
+    // Keep one reference forever: instances may outlive the module object.
+    TENSOR_TYPE.store(ty.clone().into_ptr().cast(), Ordering::Release);
+    Ok(ty)
+}
+
+/// Wraps tensor data in a new `dlbridge.Tensor`.
+pub(crate) fn new_tensor(py: Python<'_>, data: TensorData) -> PyResult<Bound<'_, PyAny>> {
+    let ty = TENSOR_TYPE.load(Ordering::Acquire);
+    assert!(
+        !ty.is_null(),
+        "dlbridge.Tensor is created when the module loads"
+    );
+    // SAFETY: a ready heap type; GenericAlloc returns a zeroed instance (weaklist NULL) holding a
+    // reference to its type, or NULL with an exception set.
+    unsafe {
+        let obj = ffi::PyType_GenericAlloc(ty, 0);
+        if obj.is_null() {
+            return Err(PyErr::fetch(py));
+        }
+        ptr::write(&raw mut (*obj.cast::<TensorObject>()).data, data);
+        Ok(Bound::from_owned_ptr(py, obj))
+    }
+}
+
+/// `tp_dealloc`: releases the tensor (running the producer's deleter with the GIL held and any
+/// exception in flight set aside), then the object.
+unsafe extern "C" fn tp_dealloc(obj: *mut ffi::PyObject) {
+    // SAFETY: CPython calls tp_dealloc once, with the GIL held, on an instance of our type whose
+    // data was initialised by `new_tensor`; the type reference is the one GenericAlloc took.
+    unsafe {
+        let tensor = obj.cast::<TensorObject>();
+        if !(*tensor).weaklist.is_null() {
+            ffi::PyObject_ClearWeakRefs(obj);
+        }
+        preserving_exception(|| ptr::drop_in_place(&raw mut (*tensor).data));
+        let ty = ffi::Py_TYPE(obj);
+        ffi::PyObject_Free(obj.cast());
+        ffi::Py_DecRef(ty.cast());
+    }
+}
+
+/// Whether `obj` is a `dlbridge.Tensor` (the type is final: exact check).
+fn is_tensor(obj: *mut ffi::PyObject) -> bool {
+    // SAFETY: reading the type of a live object.
+    let ty = unsafe { ffi::Py_TYPE(obj) };
+    !ty.is_null() && ty == TENSOR_TYPE.load(Ordering::Relaxed)
+}
+
+/// A borrowed object known to be a `dlbridge.Tensor`.
+#[derive(Clone, Copy)]
+pub(crate) struct TensorRef<'a, 'py> {
+    obj: Borrowed<'a, 'py, PyAny>,
+}
+
+impl<'a, 'py> TensorRef<'a, 'py> {
+    /// Checks that `obj` is a `dlbridge.Tensor` (TypeError otherwise).
+    pub(crate) fn cast(obj: Borrowed<'a, 'py, PyAny>) -> PyResult<Self> {
+        if is_tensor(obj.as_ptr()) {
+            Ok(TensorRef { obj })
+        } else {
+            Err(type_error(format!(
+                "expected a dlbridge.Tensor, got {}",
+                obj.get_type().name()?
+            )))
+        }
+    }
+
+    /// The tensor data, valid while the object lives.
+    pub(crate) fn data(&self) -> &'a TensorData {
+        // SAFETY: a live instance of our type (checked in `cast`), initialised by `new_tensor`
+        // and never mutated; the borrow `'a` keeps the object alive.
+        unsafe { &(*self.obj.as_ptr().cast::<TensorObject>()).data }
+    }
+
+    /// A view of the tensor, valid while the object lives.
+    pub(crate) fn view(&self) -> TensorView<'a> {
+        self.data().view()
+    }
+
+    /// The object.
+    pub(crate) fn object(&self) -> Borrowed<'a, 'py, PyAny> {
+        self.obj
+    }
+}

@@ -1,0 +1,296 @@
+"""dlbridge.from_dlpack: capsules, the __dlpack__ call protocol, copy/device requests, errors and
+ownership (the producer's deleter runs exactly once, when the Tensor dies)."""
+
+import gc
+import sys
+
+import numpy as np
+import pytest
+
+import dlbridge
+from helpers import Producer, capsule_name, counting_capsule, np_ptr
+
+
+def test_numpy_import_is_zero_copy_and_shares_writes():
+    a = np.arange(12, dtype=np.float32).reshape(3, 4)
+    t = dlbridge.from_dlpack(a)
+    assert (t.shape, t.strides, t.dtype, t.device) == ((3, 4), (4, 1), "float32", (1, 0))
+    assert t.data_ptr == np_ptr(a)
+    assert t.tolist() == a.tolist()
+    b = np.from_dlpack(t)
+    b[1, 2] = -7
+    assert a[1, 2] == -7
+    assert not t.copied and not t.readonly
+
+
+def test_versioned_capsule_is_consumed_and_renamed():
+    capsule = np.arange(3.0).__dlpack__(max_version=(1, 0))
+    t = dlbridge.from_dlpack(capsule)
+    assert capsule_name(capsule) == "used_dltensor_versioned"
+    assert t.tolist() == [0.0, 1.0, 2.0]
+
+
+def test_legacy_capsule_is_consumed_and_renamed():
+    capsule = np.arange(3.0).__dlpack__()
+    t = dlbridge.from_dlpack(capsule)
+    assert capsule_name(capsule) == "used_dltensor"
+    assert t.tolist() == [0.0, 1.0, 2.0]
+    assert not t.readonly  # a bare legacy capsule cannot say otherwise
+
+
+@pytest.mark.parametrize("max_version", [None, (1, 0)])
+def test_capsule_used_twice_raises(max_version):
+    capsule = np.arange(3.0).__dlpack__(max_version=max_version)
+    dlbridge.from_dlpack(capsule)
+    with pytest.raises(ValueError, match="already consumed"):
+        dlbridge.from_dlpack(capsule)
+
+
+def test_capsule_consumed_by_another_library_raises():
+    capsule = dlbridge.arange(3).__dlpack__(max_version=(1, 0))
+    np.from_dlpack(Producer(lambda **kw: capsule))
+    with pytest.raises(ValueError, match="already consumed"):
+        dlbridge.from_dlpack(capsule)
+
+
+def test_capsule_with_a_foreign_name_is_a_type_error():
+    import ctypes
+
+    make = ctypes.pythonapi.PyCapsule_New
+    make.restype = ctypes.py_object
+    make.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
+    capsule = make(1, b"not_a_tensor", None)
+    with pytest.raises(TypeError, match="not_a_tensor"):
+        dlbridge.from_dlpack(capsule)
+    with pytest.raises(TypeError, match="not_a_tensor"):
+        dlbridge.from_dlpack(Producer(lambda **kw: capsule))
+
+
+def test_object_without_protocol_is_an_attribute_error():
+    with pytest.raises(AttributeError, match="__dlpack__"):
+        dlbridge.from_dlpack([1, 2, 3])
+    with pytest.raises(AttributeError):
+        dlbridge.from_dlpack(None)
+
+
+def test_dunder_dlpack_returning_no_capsule_is_a_type_error():
+    with pytest.raises(TypeError, match="not a DLPack capsule"):
+        dlbridge.from_dlpack(Producer(lambda **kw: 42))
+
+
+def test_bad_arguments_are_type_errors():
+    a = np.arange(3)
+    with pytest.raises(TypeError):
+        dlbridge.from_dlpack()
+    with pytest.raises(TypeError):
+        dlbridge.from_dlpack(a, None)
+    with pytest.raises(TypeError, match="unexpected keyword argument 'stream'"):
+        dlbridge.from_dlpack(a, stream=None)
+    with pytest.raises(TypeError, match="copy must be"):
+        dlbridge.from_dlpack(a, copy="yes")
+    with pytest.raises(TypeError, match="device"):
+        dlbridge.from_dlpack(a, device=1.5)
+    with pytest.raises(ValueError, match="device"):
+        dlbridge.from_dlpack(a, device="gpu")
+
+
+def test_only_given_keywords_are_passed_to_the_producer():
+    a = np.arange(4)
+    p = Producer(lambda **kw: a.__dlpack__(**kw))
+    dlbridge.from_dlpack(p)
+    dlbridge.from_dlpack(p, copy=None, device=None)
+    dlbridge.from_dlpack(p, copy=False)
+    dlbridge.from_dlpack(p, device="cpu", copy=True)
+    assert p.calls == [
+        {"max_version": (1, 3)},
+        {"max_version": (1, 3)},
+        {"max_version": (1, 3), "copy": False},
+        {"max_version": (1, 3), "dl_device": (1, 0), "copy": True},
+    ]
+
+
+class OldProducer:
+    """A producer from before DLPack 1.0: no max_version keyword."""
+
+    def __init__(self, array):
+        self.array = array
+        self.calls = 0
+
+    def __dlpack__(self, stream=None):
+        self.calls += 1
+        return self.array.__dlpack__(stream=stream)
+
+    def __dlpack_device__(self):
+        return (1, 0)
+
+
+def test_producer_rejecting_max_version_is_retried_with_the_legacy_call():
+    a = np.arange(5.0)
+    p = OldProducer(a)
+    t = dlbridge.from_dlpack(p)
+    assert p.calls == 1  # the first call failed in argument binding, the retry ran
+    assert t.data_ptr == np_ptr(a)
+    assert t.tolist() == a.tolist()
+
+
+@pytest.mark.parametrize("kwargs", [{"copy": True}, {"copy": False}, {"device": "cpu"}])
+def test_no_legacy_retry_when_a_copy_or_device_was_requested(kwargs):
+    # Retrying without the keywords would silently drop the request.
+    p = OldProducer(np.arange(5.0))
+    with pytest.raises(TypeError, match="max_version"):
+        dlbridge.from_dlpack(p, **kwargs)
+    assert p.calls == 0
+
+
+def test_producer_type_error_of_its_own_propagates_without_retry():
+    calls = []
+
+    def refuse(**kwargs):
+        calls.append(kwargs)
+        raise TypeError("this dtype cannot be exported")
+
+    with pytest.raises(TypeError, match="this dtype cannot be exported"):
+        dlbridge.from_dlpack(Producer(refuse))
+    assert len(calls) == 1
+
+
+@pytest.mark.parametrize("error", [BufferError, ValueError, RuntimeError, MemoryError])
+def test_producer_errors_propagate_unchanged(error):
+    def fail(**kwargs):
+        raise error("producer says no")
+
+    with pytest.raises(error, match="producer says no"):
+        dlbridge.from_dlpack(Producer(fail))
+
+
+def test_deleter_runs_once_when_the_tensor_dies(deleter_count):
+    t = dlbridge.from_dlpack(counting_capsule([2, 3]))
+    assert t.tolist() == [[0.0, 1.0, 2.0], [3.0, 4.0, 5.0]]
+    assert deleter_count.calls == 0
+    del t
+    gc.collect()
+    assert deleter_count.calls == 1
+
+
+@pytest.mark.parametrize("versioned", [True, False])
+def test_unconsumed_capsule_is_freed_by_its_destructor(deleter_count, versioned):
+    capsule = counting_capsule([4], versioned=versioned)
+    del capsule
+    assert deleter_count.calls == 1
+
+
+def test_consumed_capsule_destructor_leaves_the_tensor_alone(deleter_count):
+    capsule = counting_capsule([4])
+    t = dlbridge.from_dlpack(capsule)
+    del capsule
+    assert deleter_count.calls == 0
+    assert t.tolist() == [0.0, 1.0, 2.0, 3.0]
+    del t
+    assert deleter_count.calls == 1
+
+
+@pytest.mark.parametrize(
+    "overrides, message",
+    [
+        ({"major": 2}, "unsupported DLPack version 2"),
+        ({"major": 0}, "unsupported DLPack version 0"),
+        ({"raw_dtype": (99, 8, 1)}, "unknown DLPack data type code 99"),
+        ({"raw_dtype": (2, 24, 1)}, "24 bits"),
+        ({"raw_dtype": (6, 8, 4)}, "lanes"),
+        ({"raw_device": (99, 0)}, "unknown DLPack device type 99"),
+        ({"ndim": -1}, "ndim -1"),
+        ({"ndim": 5000}, "ndim 5000"),
+        ({"null_data": True}, "data pointer is null"),
+    ],
+)
+def test_invalid_producer_tensors_are_buffer_errors_and_still_deleted(
+    deleter_count, overrides, message
+):
+    with pytest.raises(BufferError, match=message):
+        dlbridge.from_dlpack(counting_capsule([3], **overrides))
+    assert deleter_count.calls == 1
+
+
+def test_null_strides_mean_compact_row_major():
+    t = dlbridge.from_dlpack(counting_capsule([2, 3], null_strides=True))
+    assert t.strides == (3, 1)
+    assert t.tolist() == [[0.0, 1.0, 2.0], [3.0, 4.0, 5.0]]
+
+
+def test_read_only_versioned_import_stays_read_only():
+    t = dlbridge.from_dlpack(counting_capsule([3], readonly=True))
+    assert t.readonly
+    assert not np.from_dlpack(t).flags.writeable
+    with pytest.raises(BufferError, match="read-only"):
+        t.__dlpack__()
+
+
+def test_copy_true_copies_and_says_so():
+    a = np.arange(6.0).reshape(2, 3)[:, ::2]
+    t = dlbridge.from_dlpack(a, copy=True)
+    assert t.copied
+    assert t.data_ptr != np_ptr(a)
+    assert t.tolist() == a.tolist()
+    assert t.strides == (2, 1)
+
+
+def test_copy_true_of_a_raw_capsule_is_made_by_dlbridge(deleter_count):
+    t = dlbridge.from_dlpack(counting_capsule([3]), copy=True)
+    assert t.copied and t.tolist() == [0.0, 1.0, 2.0]
+    assert deleter_count.calls == 1  # the producer's tensor was released after the copy
+
+
+def test_copy_false_never_copies():
+    a = np.arange(4)
+    t = dlbridge.from_dlpack(a, copy=False)
+    assert t.data_ptr == np_ptr(a) and not t.copied
+
+
+def test_copy_false_with_a_producer_that_copied_is_a_value_error():
+    src = dlbridge.arange(4)
+    sloppy = Producer(lambda **kw: src.__dlpack__(max_version=(1, 0), copy=True))
+    with pytest.raises(ValueError, match="copy=False"):
+        dlbridge.from_dlpack(sloppy, copy=False)
+
+
+@pytest.mark.parametrize("device", ["cpu", (1, 0), "cpu:0"])
+def test_device_cpu_is_accepted(device):
+    a = np.arange(3)
+    assert dlbridge.from_dlpack(a, device=device).data_ptr == np_ptr(a)
+
+
+def test_device_the_producer_cannot_serve_is_a_buffer_error():
+    with pytest.raises(BufferError):
+        dlbridge.from_dlpack(np.arange(3), device="cuda:0")
+
+
+def test_device_ignored_by_the_producer_is_caught():
+    src = np.arange(3)
+    deaf = Producer(lambda **kw: src.__dlpack__(max_version=(1, 0)))
+    with pytest.raises(BufferError, match="requested"):
+        dlbridge.from_dlpack(deaf, device=(2, 0))
+
+
+def test_from_dlpack_keeps_the_producer_alive_exactly_as_long_as_needed():
+    a = np.arange(5)
+    before = sys.getrefcount(a)
+    t = dlbridge.from_dlpack(a)
+    assert sys.getrefcount(a) == before + 1
+    del t
+    assert sys.getrefcount(a) == before
+
+
+def test_import_of_our_own_tensor_shares_memory():
+    t = dlbridge.arange(5, "int64")
+    u = dlbridge.from_dlpack(t)
+    assert u.data_ptr == t.data_ptr and u is not t
+    before = sys.getrefcount(t)
+    del u
+    assert sys.getrefcount(t) == before - 1
+
+
+def test_copied_flag_describes_the_import_not_the_source():
+    copy = dlbridge.from_dlpack(np.arange(3), copy=True)
+    assert copy.copied
+    view = dlbridge.from_dlpack(copy)
+    assert not view.copied and view.data_ptr == copy.data_ptr

@@ -1,0 +1,317 @@
+"""The DLPack C exchange API (``__dlpack_c_exchange_api__``): our table called directly through
+ctypes, torch's table used on our tensors and ours on torch's (torch's test_dlpack_exchange_api
+idea), and the consumer's fast path."""
+
+import ctypes
+import sys
+import threading
+
+import numpy as np
+import pytest
+import torch
+
+import dlbridge
+from helpers import np_ptr
+
+
+class DLPackVersion(ctypes.Structure):
+    _fields_ = [("major", ctypes.c_uint32), ("minor", ctypes.c_uint32)]
+
+
+class DLDevice(ctypes.Structure):
+    _fields_ = [("device_type", ctypes.c_int32), ("device_id", ctypes.c_int32)]
+
+
+class DLDataType(ctypes.Structure):
+    _fields_ = [("code", ctypes.c_uint8), ("bits", ctypes.c_uint8), ("lanes", ctypes.c_uint16)]
+
+
+class DLTensor(ctypes.Structure):
+    _fields_ = [
+        ("data", ctypes.c_void_p),
+        ("device", DLDevice),
+        ("ndim", ctypes.c_int32),
+        ("dtype", DLDataType),
+        ("shape", ctypes.POINTER(ctypes.c_int64)),
+        ("strides", ctypes.POINTER(ctypes.c_int64)),
+        ("byte_offset", ctypes.c_uint64),
+    ]
+
+
+class DLManagedTensorVersioned(ctypes.Structure):
+    pass
+
+
+DELETER = ctypes.CFUNCTYPE(None, ctypes.POINTER(DLManagedTensorVersioned))
+DLManagedTensorVersioned._fields_ = [
+    ("version", DLPackVersion),
+    ("manager_ctx", ctypes.c_void_p),
+    ("deleter", DELETER),
+    ("flags", ctypes.c_uint64),
+    ("dl_tensor", DLTensor),
+]
+MANAGED_P = ctypes.POINTER(DLManagedTensorVersioned)
+SET_ERROR = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_char_p, ctypes.c_char_p)
+
+# Functions that take Python objects run with the GIL held (PYFUNCTYPE); ctypes then raises the
+# exception they set when they fail.
+ALLOCATOR = ctypes.CFUNCTYPE(
+    ctypes.c_int, ctypes.POINTER(DLTensor), ctypes.POINTER(MANAGED_P), ctypes.c_void_p, SET_ERROR
+)
+FROM_PY_OBJECT = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.py_object, ctypes.POINTER(MANAGED_P))
+TO_PY_OBJECT = ctypes.PYFUNCTYPE(ctypes.c_int, MANAGED_P, ctypes.POINTER(ctypes.py_object))
+DLTENSOR_FROM_PY_OBJECT = ctypes.PYFUNCTYPE(
+    ctypes.c_int, ctypes.py_object, ctypes.POINTER(DLTensor)
+)
+CURRENT_WORK_STREAM = ctypes.CFUNCTYPE(
+    ctypes.c_int, ctypes.c_int32, ctypes.c_int32, ctypes.POINTER(ctypes.c_void_p)
+)
+
+
+class ExchangeAPIHeader(ctypes.Structure):
+    _fields_ = [("version", DLPackVersion), ("prev_api", ctypes.c_void_p)]
+
+
+class ExchangeAPI(ctypes.Structure):
+    _fields_ = [
+        ("header", ExchangeAPIHeader),
+        ("managed_tensor_allocator", ctypes.c_void_p),
+        ("managed_tensor_from_py_object_no_sync", ctypes.c_void_p),
+        ("managed_tensor_to_py_object_no_sync", ctypes.c_void_p),
+        ("dltensor_from_py_object_no_sync", ctypes.c_void_p),
+        ("current_work_stream", ctypes.c_void_p),
+    ]
+
+    def fn(self, name, prototype):
+        return prototype(getattr(self, name))
+
+
+_get_pointer = ctypes.pythonapi.PyCapsule_GetPointer
+_get_pointer.restype = ctypes.c_void_p
+_get_pointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
+
+
+def table(cls):
+    capsule = cls.__dlpack_c_exchange_api__
+    assert type(capsule).__name__ == "PyCapsule"
+    assert 'capsule object "dlpack_exchange_api"' in repr(capsule)
+    return ExchangeAPI.from_address(_get_pointer(capsule, b"dlpack_exchange_api"))
+
+
+OURS = table(dlbridge.Tensor)
+TORCH = table(torch.Tensor)
+
+
+def export(api, obj):
+    out = MANAGED_P()
+    assert (
+        api.fn("managed_tensor_from_py_object_no_sync", FROM_PY_OBJECT)(obj, ctypes.byref(out)) == 0
+    )
+    return out
+
+
+def wrap(api, managed):
+    out = ctypes.py_object()
+    assert (
+        api.fn("managed_tensor_to_py_object_no_sync", TO_PY_OBJECT)(managed, ctypes.byref(out)) == 0
+    )
+    return out.value
+
+
+def test_our_table_structure_and_version():
+    assert (OURS.header.version.major, OURS.header.version.minor) == (1, 3)
+    assert not OURS.header.prev_api
+    for name, _ in ExchangeAPI._fields_[1:]:
+        assert getattr(OURS, name), f"{name} is NULL"
+    # The older integer spelling points at the same table.
+    assert dlbridge.Tensor.__c_dlpack_exchange_api__ == ctypes.addressof(OURS)
+
+
+def test_our_managed_tensor_from_py_object():
+    t = dlbridge.from_dlpack(np.arange(24, dtype=np.float32).reshape(2, 3, 4))
+    start = sys.getrefcount(t)
+    m = export(OURS, t)
+    assert sys.getrefcount(t) == start + 1
+    c = m.contents
+    assert (c.version.major, c.version.minor) == (1, 3)
+    assert c.dl_tensor.ndim == 3 and [c.dl_tensor.shape[i] for i in range(3)] == [2, 3, 4]
+    assert [c.dl_tensor.strides[i] for i in range(3)] == [12, 4, 1]
+    assert (c.dl_tensor.dtype.code, c.dl_tensor.dtype.bits) == (2, 32)
+    assert c.dl_tensor.data == t.data_ptr and c.flags == 0
+    c.deleter(m)  # a CFUNCTYPE call releases the GIL: the deleter must take it back itself
+    assert sys.getrefcount(t) == start
+
+
+def test_exports_deleted_without_the_gil_on_other_threads():
+    t = dlbridge.arange(8)
+    start = sys.getrefcount(t)
+    exports = [export(OURS, t) for _ in range(32)]
+    assert sys.getrefcount(t) == start + 32
+
+    def delete(part):
+        for m in part:
+            m.contents.deleter(m)
+
+    workers = [threading.Thread(target=delete, args=(exports[i::4],)) for i in range(4)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+    assert sys.getrefcount(t) == start
+
+
+def test_our_managed_tensor_to_py_object_owns_the_tensor():
+    x = torch.arange(6, dtype=torch.int32)
+    t = wrap(OURS, export(TORCH, x))
+    assert type(t) is dlbridge.Tensor
+    assert t.data_ptr == x.data_ptr() and t.tolist() == x.tolist()
+
+
+def test_our_allocator():
+    shape = (ctypes.c_int64 * 3)(3, 4, 5)
+    proto = DLTensor(None, DLDevice(1, 0), 3, DLDataType(2, 32, 1), shape, None, 0)
+    out = MANAGED_P()
+    allocate = OURS.fn("managed_tensor_allocator", ALLOCATOR)
+    assert allocate(ctypes.byref(proto), ctypes.byref(out), None, SET_ERROR()) == 0
+    d = out.contents.dl_tensor
+    assert d.ndim == 3 and [d.shape[i] for i in range(3)] == [3, 4, 5]
+    assert (d.dtype.code, d.dtype.bits, d.device.device_type) == (2, 32, 1)
+    assert d.data and d.data % 64 == 0
+    out.contents.deleter(out)
+
+
+def test_our_allocator_reports_errors_through_the_callback():
+    errors = []
+    callback = SET_ERROR(lambda ctx, kind, msg: errors.append((kind.decode(), msg.decode())))
+    shape = (ctypes.c_int64 * 1)(4)
+    proto = DLTensor(None, DLDevice(2, 0), 1, DLDataType(2, 32, 1), shape, None, 0)
+    out = MANAGED_P()
+    allocate = OURS.fn("managed_tensor_allocator", ALLOCATOR)
+    assert allocate(ctypes.byref(proto), ctypes.byref(out), None, callback) == -1
+    assert errors and errors[0][0] == "BufferError" and "CPU" in errors[0][1]
+
+
+def test_our_dltensor_from_py_object_points_into_the_tensor():
+    a = np.arange(12, dtype=np.int16).reshape(3, 4)[:, ::2]
+    t = dlbridge.from_dlpack(a)
+    d = DLTensor()
+    assert (
+        OURS.fn("dltensor_from_py_object_no_sync", DLTENSOR_FROM_PY_OBJECT)(t, ctypes.byref(d)) == 0
+    )
+    assert d.ndim == 2 and [d.shape[i] for i in range(2)] == [3, 2]
+    assert [d.strides[i] for i in range(2)] == [4, 2]
+    assert d.data == np_ptr(a) and d.byte_offset == 0
+    assert (d.dtype.code, d.dtype.bits) == (0, 16)
+
+
+def test_our_current_work_stream_is_null():
+    stream = ctypes.c_void_p(123)
+    assert OURS.fn("current_work_stream", CURRENT_WORK_STREAM)(1, 0, ctypes.byref(stream)) == 0
+    assert stream.value is None
+
+
+def test_our_table_rejects_other_objects_with_a_type_error():
+    with pytest.raises(TypeError):
+        export(OURS, np.arange(3))
+
+
+def test_torch_table_on_our_tensors():
+    t = dlbridge.arange(24, "float32")
+    x = wrap(TORCH, export(OURS, t))
+    assert isinstance(x, torch.Tensor)
+    assert x.data_ptr() == t.data_ptr and x.tolist() == t.tolist()
+    x[0] = 100
+    assert t.tolist()[0] == 100
+
+
+def test_our_table_on_torch_tensors():
+    x = torch.arange(24, dtype=torch.float32).reshape(2, 3, 4)
+    t = wrap(OURS, export(TORCH, x))
+    assert t.shape == (2, 3, 4) and t.data_ptr == x.data_ptr()
+    np.from_dlpack(t)[0, 0, 0] = -5
+    assert x[0, 0, 0] == -5
+
+
+class NoDunder(torch.Tensor):
+    """A torch tensor whose __dlpack__ is unusable: only the exchange API can import it."""
+
+    def __dlpack__(self, *args, **kwargs):
+        raise AssertionError("__dlpack__ must not be called")
+
+
+def test_from_dlpack_takes_the_exchange_api_fast_path():
+    x = torch.arange(5.0).as_subclass(NoDunder)
+    t = dlbridge.from_dlpack(x)
+    assert t.data_ptr == x.data_ptr() and t.tolist() == [0.0, 1.0, 2.0, 3.0, 4.0]
+
+
+@pytest.mark.parametrize("kwargs", [{"copy": True}, {"copy": False}, {"device": "cpu"}])
+def test_fast_path_honours_copy_and_device(kwargs):
+    x = torch.arange(5.0).as_subclass(NoDunder)
+    t = dlbridge.from_dlpack(x, **kwargs)
+    assert t.tolist() == [0.0, 1.0, 2.0, 3.0, 4.0]
+    assert (t.data_ptr != x.data_ptr()) == (kwargs.get("copy") is True) == t.copied
+
+
+class IntegerSpelling(torch.Tensor):
+    """Publishes torch's table only under the older integer attribute name."""
+
+    __dlpack_c_exchange_api__ = None
+    __c_dlpack_exchange_api__ = ctypes.addressof(TORCH)
+
+    def __dlpack__(self, *args, **kwargs):
+        raise AssertionError("__dlpack__ must not be called")
+
+
+def test_older_integer_attribute_is_accepted():
+    x = torch.arange(3.0).as_subclass(IntegerSpelling)
+    assert dlbridge.from_dlpack(x).data_ptr == x.data_ptr()
+
+
+def fake_table(major):
+    """A table whose entry points are NULL, with the given major version."""
+    api = ExchangeAPI()
+    api.header.version = DLPackVersion(major, 0)
+    return api
+
+
+class FutureTable:
+    """Publishes a table of an unknown major version: it must be ignored."""
+
+    _table = fake_table(2)
+    __dlpack_c_exchange_api__ = ctypes.addressof(_table)
+
+    def __init__(self, array):
+        self.array = array
+
+    def __dlpack__(self, **kwargs):
+        return self.array.__dlpack__(**kwargs)
+
+
+def test_unknown_major_version_table_is_ignored():
+    a = np.arange(4)
+    assert dlbridge.from_dlpack(FutureTable(a)).data_ptr == np_ptr(a)
+
+
+class Borrowed:
+    """Publishes dlbridge's table for objects that are not dlbridge tensors: the table refuses them
+    and __dlpack__ decides."""
+
+    __dlpack_c_exchange_api__ = dlbridge.Tensor.__dlpack_c_exchange_api__
+
+    def __init__(self, array):
+        self.array = array
+
+    def __dlpack__(self, **kwargs):
+        return self.array.__dlpack__(**kwargs)
+
+
+def test_failing_fast_path_falls_back_to_dunder_dlpack():
+    a = np.arange(4)
+    assert dlbridge.from_dlpack(Borrowed(a)).data_ptr == np_ptr(a)
+
+
+def test_our_own_tensors_use_our_table():
+    t = dlbridge.arange(3)
+    u = dlbridge.from_dlpack(t)
+    assert u.data_ptr == t.data_ptr and u.tolist() == t.tolist()
