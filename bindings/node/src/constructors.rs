@@ -90,8 +90,8 @@ fn tensor_over_typed_array(
             len: byte_len,
             shape,
             strides,
-            start: span.start as i128,
-            end: span.end as i128,
+            start: span.start as i64,
+            end: span.end as i64,
         }
         .into());
     }

@@ -91,10 +91,8 @@ mod tests {
         let status = unsafe { dlb_dtype_name(dtype, buf.as_mut_ptr(), buf.len()) };
         assert_eq!(status, 0);
         // SAFETY: written NUL-terminated above.
-        assert_eq!(
-            unsafe { std::ffi::CStr::from_ptr(buf.as_ptr()) },
-            c"bfloat16"
-        );
+        let name = unsafe { std::ffi::CStr::from_ptr(buf.as_ptr()) };
+        assert_eq!(name, c"bfloat16");
         // SAFETY: as above, with a buffer one byte too small for "bfloat16\0".
         let status = unsafe { dlb_dtype_name(dtype, buf.as_mut_ptr(), 8) };
         assert_eq!(status, crate::dlb_status::DLB_ERR_BUFFER_TOO_SMALL as c_int);

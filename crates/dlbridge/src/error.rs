@@ -95,9 +95,9 @@ pub enum Error {
         /// Strides (elements).
         strides: Vec<i64>,
         /// First byte touched (may be negative for a bad layout).
-        start: i128,
+        start: i64,
         /// One past the last byte touched.
-        end: i128,
+        end: i64,
     },
     /// The element type requested by the caller differs from the tensor's.
     #[error("data type mismatch: tensor holds {actual}, caller asked for {expected}")]

@@ -3,7 +3,9 @@
 use std::ptr::NonNull;
 
 use crate::error::{Error, Result};
-use crate::ffi::{DLManagedTensor, DLManagedTensorVersioned, DLPackVersion, DLPACK_MAJOR_VERSION};
+use crate::ffi::{
+    DLManagedTensor, DLManagedTensorVersioned, DLPackVersion, DLTensor, DLPACK_MAJOR_VERSION,
+};
 use crate::flags::Flags;
 use crate::validate::{validate, Validated};
 use crate::view::{AsTensorView, TensorView};
@@ -122,10 +124,34 @@ impl ManagedTensor {
 impl AsTensorView for ManagedTensor {
     fn view(&self) -> TensorView<'_> {
         let m = &self.meta;
+        let t = self.dl_tensor();
+        let (shape, strides): (&[i64], &[i64]) = match (m.ndim, &m.compact_strides) {
+            (0, _) => (&[], &[]),
+            // SAFETY: validated at import: `ndim` entries behind non-NULL pointers, which the
+            // producer keeps unchanged until its deleter runs (only when `self` drops).
+            (n, None) => unsafe {
+                (
+                    std::slice::from_raw_parts(t.shape, n),
+                    std::slice::from_raw_parts(t.strides, n),
+                )
+            },
+            // SAFETY: as above, for the shape; the strides are ours.
+            (n, Some(s)) => (unsafe { std::slice::from_raw_parts(t.shape, n) }, s),
+        };
         // SAFETY: validated at import; the producer keeps the memory alive until its deleter runs,
         // which happens only when `self` is dropped.
+        unsafe { TensorView::from_raw_parts(m.data, shape, strides, m.dtype, m.device, self.flags) }
+    }
+}
+
+impl ManagedTensor {
+    fn dl_tensor(&self) -> &DLTensor {
+        // SAFETY: we own the live producer tensor.
         unsafe {
-            TensorView::from_raw_parts(m.data, &m.shape, &m.strides, m.dtype, m.device, self.flags)
+            match self.raw {
+                Raw::Versioned(p) => &(*p.as_ptr()).dl_tensor,
+                Raw::Legacy(p) => &(*p.as_ptr()).dl_tensor,
+            }
         }
     }
 }

@@ -481,24 +481,27 @@ fn tensor_over(mapping: Mapping, access: Access) -> Result<Tensor> {
     let ndim = h.ndim as usize;
     let mut flags = Flags::from_bits_retain(h.flags);
     let (offset, len) = (h.data_offset as usize, h.data_len as usize);
+    // Copy the dims out first: another process could change the mapped header after the checks.
     // SAFETY: the dims lie inside the mapping (checked in check_header).
-    let dims = unsafe { mapping.base.add(HEADER_LEN) as *mut i64 };
+    let mut dims =
+        unsafe { std::slice::from_raw_parts(mapping.base.add(HEADER_LEN) as *const i64, 2 * ndim) }
+            .to_vec();
+    let (shape, strides) = dims.split_at_mut(ndim);
     let raw = DLTensor {
         data: mapping.base.wrapping_add(offset) as *mut libc::c_void,
         device: h.device,
         ndim: ndim as i32,
         dtype: h.dtype,
-        shape: dims,
-        // SAFETY: as above.
-        strides: unsafe { dims.add(ndim) },
+        shape: shape.as_mut_ptr(),
+        strides: strides.as_mut_ptr(),
         byte_offset: 0,
     };
-    // SAFETY: shape and strides point at `ndim` mapped values each. validate copies them, so a
-    // writer changing the header later cannot change what we checked.
+    // SAFETY: shape and strides point at `ndim` local values each.
     let v = unsafe { validate(&raw, flags)? };
+    let (shape, strides) = (&*shape, &*strides);
     let span = layout::byte_span(
-        &v.shape,
-        &v.strides,
+        shape,
+        strides,
         v.dtype
             .storage_size(flags.contains(Flags::IS_SUBBYTE_TYPE_PADDED))
             .unwrap_or(1),
@@ -508,8 +511,7 @@ fn tensor_over(mapping: Mapping, access: Access) -> Result<Tensor> {
         return Err(invalid(
             &mapping.name,
             format!(
-                "shape {:?} with strides {:?} reaches outside the {len}-byte data area",
-                v.shape, v.strides
+                "shape {shape:?} with strides {strides:?} reaches outside the {len}-byte data area"
             ),
         ));
     }
@@ -533,8 +535,8 @@ fn tensor_over(mapping: Mapping, access: Access) -> Result<Tensor> {
     unsafe {
         Tensor::from_raw_parts(
             v.data,
-            &v.shape,
-            Some(&v.strides),
+            shape,
+            Some(strides),
             v.dtype,
             v.device,
             flags,

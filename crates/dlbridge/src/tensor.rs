@@ -147,8 +147,8 @@ impl Tensor {
                 len,
                 shape: shape.to_vec(),
                 strides: strides.to_vec(),
-                start: span.start as i128,
-                end: span.end as i128,
+                start: span.start as i64,
+                end: span.end as i64,
             });
         }
         let base = elems.as_mut_ptr() as *mut u8;
@@ -185,13 +185,13 @@ impl Tensor {
         let len = data.as_mut().len();
         let size = check_shape(shape, std::mem::size_of::<T>())?;
         if size != len {
-            let item = std::mem::size_of::<T>() as i128;
+            let item = std::mem::size_of::<T>() as i64;
             return Err(Error::BufferTooSmall {
                 len: len * item as usize,
                 shape: shape.to_vec(),
                 strides: layout::compact_strides(shape, Order::C),
                 start: 0,
-                end: size as i128 * item,
+                end: size as i64 * item,
             });
         }
         Self::from_elements(data, shape, None, 0)

@@ -1,7 +1,5 @@
 //! Validation of a foreign `DLTensor`: everything a producer sends is checked once, at import.
 
-use smallvec::SmallVec;
-
 use crate::dtype::DataType;
 use crate::error::{Error, Result};
 use crate::ffi::DLTensor;
@@ -9,15 +7,17 @@ use crate::flags::Flags;
 use crate::layout::{self, Order};
 use crate::{Device, MAX_NDIM};
 
-/// Metadata of a validated tensor. Shape and strides are copied (inline up to 6 dims), so the
-/// result does not borrow the producer's arrays.
-#[derive(Debug, Clone)]
+/// What validation learned about a tensor. Shape and strides stay in the producer's arrays
+/// (valid until its deleter runs); only NULL strides are materialised, as compact row-major.
+#[derive(Debug)]
 pub(crate) struct Validated {
+    /// Element 0's address (`data + byte_offset`).
     pub data: *mut u8,
-    pub shape: SmallVec<[i64; 6]>,
-    pub strides: SmallVec<[i64; 6]>,
+    pub ndim: usize,
     pub dtype: DataType,
     pub device: Device,
+    /// Compact strides computed for a producer that sent NULL strides with `ndim > 0`.
+    pub compact_strides: Option<Box<[i64]>>,
 }
 
 /// Validates `t` as described by the DLPack 1.3 rules.
@@ -32,30 +32,32 @@ pub(crate) unsafe fn validate(t: &DLTensor, flags: Flags) -> Result<Validated> {
     let ndim = t.ndim as usize;
     let dtype = DataType::from_raw(t.dtype)?;
     let device = Device::from_raw(t.device)?;
-    let shape: SmallVec<[i64; 6]> = if ndim == 0 {
-        SmallVec::new()
+    let shape: &[i64] = if ndim == 0 {
+        &[]
     } else if t.shape.is_null() {
         return Err(Error::NullShape(t.ndim));
     } else {
         // SAFETY: non-null and `ndim` elements long by the function's contract.
-        SmallVec::from_slice(unsafe { std::slice::from_raw_parts(t.shape, ndim) })
+        unsafe { std::slice::from_raw_parts(t.shape, ndim) }
     };
     if let Some((axis, &size)) = shape.iter().enumerate().find(|(_, &d)| d < 0) {
         return Err(Error::NegativeDim { axis, size });
     }
-    let size = layout::element_count(&shape).ok_or_else(|| Error::ShapeOverflow {
+    let size = layout::element_count(shape).ok_or_else(|| Error::ShapeOverflow {
         shape: shape.to_vec(),
     })?;
-    let strides: SmallVec<[i64; 6]> = if ndim == 0 || t.strides.is_null() {
+    let compact_strides = (ndim > 0 && t.strides.is_null())
         // NULL strides: compact row-major (producers before DLPack 1.2).
-        SmallVec::from_vec(layout::compact_strides(&shape, Order::C))
-    } else {
+        .then(|| layout::compact_strides(shape, Order::C).into_boxed_slice());
+    let strides: &[i64] = match &compact_strides {
+        Some(s) => s,
+        None if ndim == 0 => &[],
         // SAFETY: non-null and `ndim` elements long by the function's contract.
-        SmallVec::from_slice(unsafe { std::slice::from_raw_parts(t.strides, ndim) })
+        None => unsafe { std::slice::from_raw_parts(t.strides, ndim) },
     };
     let item = match dtype.storage_size(flags.contains(Flags::IS_SUBBYTE_TYPE_PADDED)) {
         Some(item) => item,
-        None if layout::is_contiguous(&shape, &strides, Order::C) => 1,
+        None if layout::is_contiguous(shape, strides, Order::C) => 1,
         None => {
             return Err(Error::UnsupportedLayout(format!(
                 "packed {dtype} elements need C-contiguous strides, got {strides:?} for shape {shape:?}"
@@ -70,7 +72,7 @@ pub(crate) unsafe fn validate(t: &DLTensor, flags: Flags) -> Result<Validated> {
             shape: shape.to_vec(),
         });
     }
-    let span = layout::byte_span(&shape, &strides, item, t.byte_offset)?;
+    let span = layout::byte_span(shape, strides, item, t.byte_offset)?;
     let data = t.data as *mut u8;
     if size > 0 {
         if data.is_null() {
@@ -91,9 +93,9 @@ pub(crate) unsafe fn validate(t: &DLTensor, flags: Flags) -> Result<Validated> {
     let data = data.wrapping_add(t.byte_offset as usize);
     Ok(Validated {
         data,
-        shape,
-        strides,
+        ndim,
         dtype,
         device,
+        compact_strides,
     })
 }
