@@ -133,7 +133,7 @@ pub(crate) fn is_capsule(obj: &Bound<'_, PyAny>) -> bool {
 pub(crate) fn consume(
     capsule: &Bound<'_, PyAny>,
     producer_read_only: impl FnOnce() -> bool,
-) -> PyResult<Box<ManagedTensor>> {
+) -> PyResult<ManagedTensor> {
     let raw = capsule.as_ptr();
     // SAFETY: `capsule` is a capsule (callers check); GetName does not fail on a valid capsule.
     let name = unsafe { ffi::PyCapsule_GetName(raw) };
@@ -149,7 +149,7 @@ pub(crate) fn consume(
                 p
             };
             // SAFETY: the renamed capsule no longer owns the tensor: we do, exactly once.
-            Ok(Box::new(unsafe { ManagedTensor::from_versioned(pointer.cast()) }.map_err(to_py_err)?))
+            unsafe { ManagedTensor::from_versioned(pointer.cast()) }.map_err(to_py_err)
         }
         Some(n) if n == LEGACY => {
             let flags = if producer_read_only() {
@@ -164,7 +164,7 @@ pub(crate) fn consume(
                 p
             };
             // SAFETY: as above.
-            Ok(Box::new(unsafe { ManagedTensor::from_legacy(pointer.cast(), flags) }.map_err(to_py_err)?))
+            unsafe { ManagedTensor::from_legacy(pointer.cast(), flags) }.map_err(to_py_err)
         }
         Some(n) if n == USED_VERSIONED || n == USED_LEGACY => Err(value_error(format!(
             "the DLPack capsule was already consumed (it is named {n:?}); a capsule can be imported only once"

@@ -94,7 +94,7 @@ pub(crate) fn from_dlpack<'py>(
 /// Applies the request to an imported tensor and wraps it.
 fn finish(
     py: Python<'_>,
-    managed: Box<ManagedTensor>,
+    managed: ManagedTensor,
     request: ImportRequest,
 ) -> PyResult<Bound<'_, PyAny>> {
     let view = dlbridge::AsTensorView::view(&managed);

@@ -45,6 +45,20 @@ pub(crate) fn vectorcall_method() -> Option<VectorcallMethod> {
     })
 }
 
+/// Whether this thread holds the GIL (`PyGILState_Check`, outside the limited API; `false` when
+/// it is not exported). Only meaningful once the interpreter is initialised.
+fn holds_gil() -> bool {
+    type Check = unsafe extern "C" fn() -> std::ffi::c_int;
+    static FOUND: OnceLock<Option<Check>> = OnceLock::new();
+    let found = FOUND.get_or_init(|| {
+        // SAFETY: the symbol is `int PyGILState_Check(void)` in every CPython 3.
+        lookup_symbol(c"PyGILState_Check")
+            .map(|p| unsafe { std::mem::transmute::<*mut c_void, Check>(p) })
+    });
+    // SAFETY: a query without preconditions once the interpreter runs (callers check).
+    found.is_some_and(|f| unsafe { f() } == 1)
+}
+
 /// Whether the interpreter is shutting down (`Py_IsFinalizing`, public from 3.13, and its older
 /// name `_Py_IsFinalizing`); `false` when neither is exported.
 fn is_finalizing() -> bool {
@@ -65,8 +79,17 @@ fn is_finalizing() -> bool {
 /// shutting down, where taking the GIL from a foreign thread could hang or crash the process.
 /// Callers leak what `f` would have released; the process is ending.
 pub(crate) fn with_gil_anywhere(f: impl FnOnce()) -> bool {
-    // SAFETY: queries without preconditions.
-    if unsafe { ffi::Py_IsInitialized() } == 0 || is_finalizing() {
+    // SAFETY: a query without preconditions.
+    if unsafe { ffi::Py_IsInitialized() } == 0 {
+        return false;
+    }
+    // Fast path: this thread holds the GIL already (a tensor dropped from Python code). Holding
+    // it makes `f` safe even while the interpreter finalizes.
+    if holds_gil() {
+        f();
+        return true;
+    }
+    if is_finalizing() {
         return false;
     }
     // SAFETY: the interpreter is running; Ensure/Release pair up on this thread.

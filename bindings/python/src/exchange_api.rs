@@ -165,7 +165,7 @@ unsafe extern "C" fn managed_tensor_to_py_object(
     // SAFETY: callers hold the GIL and pass ownership of a live managed tensor.
     unsafe {
         status_entry(|py| {
-            let managed = Box::new(ManagedTensor::from_versioned(tensor).map_err(to_py_err)?);
+            let managed = ManagedTensor::from_versioned(tensor).map_err(to_py_err)?;
             let obj = new_tensor(py, TensorData::Imported(managed))?;
             *out_py_object = obj.into_ptr().cast();
             Ok(())
@@ -312,7 +312,7 @@ pub(crate) fn import(
     py: Python<'_>,
     obj: &Bound<'_, PyAny>,
     from_py_object: FromPyObject,
-) -> PyResult<Box<ManagedTensor>> {
+) -> PyResult<ManagedTensor> {
     let mut out: *mut DLManagedTensorVersioned = ptr::null_mut();
     // SAFETY: the producer's entry point for objects of this type, called with the GIL held.
     let status = unsafe { from_py_object(obj.as_ptr().cast(), &mut out) };
@@ -328,7 +328,5 @@ pub(crate) fn import(
         }));
     }
     // SAFETY: on success the producer hands us ownership of `out`.
-    Ok(Box::new(
-        unsafe { ManagedTensor::from_versioned(out) }.map_err(to_py_err)?,
-    ))
+    unsafe { ManagedTensor::from_versioned(out) }.map_err(to_py_err)
 }

@@ -27,7 +27,7 @@ pub(crate) enum TensorData {
     /// Rust-owned memory (constructors, copies).
     Owned(Box<dlbridge::Tensor>),
     /// A validated foreign tensor.
-    Imported(Box<ManagedTensor>),
+    Imported(ManagedTensor),
 }
 
 impl AsTensorView for TensorData {
