@@ -4,7 +4,8 @@
  * Typed arrays become {@link Tensor}s without copying ({@link fromTypedArray}), tensors become
  * typed arrays without copying ({@link Tensor.toTypedArray}), and tensors travel to and from other
  * native addons as DLPack managed-tensor pointers ({@link Tensor.exportPointer},
- * {@link importPointer}).
+ * {@link importPointer}), and to and from other processes through shared-memory segments
+ * ({@link emptyShared}, {@link toShared}, {@link fromShared}).
  *
  * @packageDocumentation
  */
@@ -184,7 +185,8 @@ export interface ImportPointerOptions {
 /**
  * A DLPack tensor: metadata, plus memory kept alive for as long as anyone holds it (this
  * object, a typed array from {@link Tensor.toTypedArray}, a consumer of an exported pointer).
- * Made by {@link fromTypedArray}, {@link empty}, {@link arange} or {@link importPointer}.
+ * Made by {@link fromTypedArray}, {@link empty}, {@link arange}, {@link importPointer},
+ * {@link emptyShared} or {@link fromShared}.
  */
 export declare class Tensor<D extends string = DType> {
   private constructor();
@@ -298,6 +300,61 @@ export declare function releasePointer(address: bigint, options?: { legacy?: boo
 
 /** Address of a typed array's first element (its byteOffset applied). */
 export declare function addressOf(array: SupportedTypedArray): bigint;
+
+/** What {@link emptyShared} returns. */
+export interface SharedAllocation<D extends string = DType> {
+  /**
+   * The segment's name: pass it to {@link fromShared} in another process (or to
+   * `dlbridge.shm_open` / `shm::open` in another runtime).
+   */
+  handle: string;
+  /** This side's tensor over the segment; it holds this side's reference. */
+  tensor: Tensor<D>;
+}
+
+/** Options of {@link fromShared}. */
+export interface FromSharedOptions {
+  /**
+   * Map the data writable: writes are seen by every side. Default false: the pages are mapped
+   * read-only and the tensor is {@link Tensor.readonly} (see {@link Tensor.toTypedArray}).
+   */
+  writable?: boolean;
+}
+
+/**
+ * A zero-filled, row-major tensor allocated in a new POSIX shared-memory segment (no copy ever
+ * needed to share it). The tensor holds this side's reference; the segment is removed when every
+ * side (this tensor and its views, and every process that opened the handle) has let go.
+ * @param shape dimension sizes (a number means `[n]`)
+ * @param dtype element type, default "float32"
+ * @throws {RangeError} negative or overflowing dimensions
+ * @throws {TypeError} an unknown dtype
+ * @throws {Error} `ERR_DLBRIDGE_SHM_IO`: the segment could not be created
+ */
+export declare function emptyShared<D extends DType = 'float32'>(
+  shape: number | readonly number[],
+  dtype?: D,
+): SharedAllocation<D>;
+
+/**
+ * Copies a tensor (any layout) once, in row-major order, into a new shared-memory segment and
+ * returns its handle. The opener's tensor reports {@link Tensor.copied}. This side keeps no
+ * reference: the segment is handed over to the next {@link fromShared} of the handle, so the
+ * caller may send the handle and exit. A handle that nobody opens stays in /dev/shm.
+ * @throws {TypeError} not a Tensor, or a detached source buffer
+ * @throws {Error} not on the CPU (`ERR_DLBRIDGE_NOT_ON_CPU`), or `ERR_DLBRIDGE_SHM_IO`
+ */
+export declare function toShared(tensor: Tensor<string>): string;
+
+/**
+ * Maps a shared-memory segment by handle, without copying. Read-only unless `writable: true`.
+ * @throws {Error} `ERR_DLBRIDGE_SHM_NOT_FOUND` (no such segment, or already released by every
+ *   side), `ERR_DLBRIDGE_SHM_INVALID` (not a dlbridge segment, truncated, or a corrupt header),
+ *   `ERR_DLBRIDGE_SHM_IO` (a failed system call, e.g. permission denied)
+ * @throws {TypeError} a handle that is not a string (`ERR_DLBRIDGE_INVALID_ARGUMENT`) or not a
+ *   valid segment name (`ERR_DLBRIDGE_INVALID_SHM_HANDLE`)
+ */
+export declare function fromShared(handle: string, options?: FromSharedOptions): Tensor;
 
 /** The DLPack version this build speaks, `[major, minor]`. */
 export declare const DLPACK_VERSION: readonly [number, number];

@@ -4,7 +4,9 @@
  *
  * Typed arrays become {@link Tensor}s without copying (`fromTypedArray`), tensors become typed
  * arrays without copying (`Tensor#toTypedArray`), and tensors travel to and from other native
- * addons as DLPack managed-tensor pointers (`Tensor#exportPointer`, `importPointer`).
+ * addons as DLPack managed-tensor pointers (`Tensor#exportPointer`, `importPointer`), and to
+ * and from other processes through shared-memory segments (`emptyShared`, `toShared`,
+ * `fromShared`).
  * See docs/node.md for the guide; index.d.ts for the dtype ↔ typed-array mapping.
  * @module dlbridge
  */
@@ -90,7 +92,7 @@ module.exports = {
   DLPACK_VERSION: native.DLPACK_VERSION,
   /**
    * A DLPack tensor. Not constructible from JavaScript: use `fromTypedArray`, `empty`,
-   * `arange` or `importPointer`.
+   * `arange`, `importPointer`, `emptyShared` or `fromShared`.
    */
   Tensor: native.Tensor,
   fromTypedArray,
@@ -107,6 +109,26 @@ module.exports = {
   releasePointer: native.releasePointer,
   /** Address (BigInt) of a typed array's first element, byteOffset applied. */
   addressOf: native.addressOf,
+  /**
+   * A zero-filled row-major tensor in a new shared-memory segment:
+   * `emptyShared(shape, dtype = "float32")` returns `{handle, tensor}`. The tensor holds this
+   * side's reference; the segment is removed once every side (this one, and every process that
+   * opened the handle) has let go.
+   */
+  emptyShared: native.emptyShared,
+  /**
+   * Copies a tensor (any layout) once, row-major, into a new shared-memory segment and returns
+   * its handle (a string). This side keeps no reference: the segment passes to the next
+   * `fromShared` of the handle, so the caller may send the handle and exit. A handle nobody
+   * opens stays in /dev/shm.
+   */
+  toShared: native.toShared,
+  /**
+   * Maps a shared-memory segment by handle, without copying: `fromShared(handle,
+   * {writable = false} = {})`. Read-only by default (pages mapped read-only, tensor flagged
+   * read-only); `writable: true` shares writes with every side.
+   */
+  fromShared: native.fromShared,
   /** Native-side counts and test switches; not a stable API. */
   _debug: native._debug,
 };

@@ -17,6 +17,9 @@ export const {
   importPointer,
   releasePointer,
   addressOf,
+  emptyShared,
+  toShared,
+  fromShared,
   _debug,
 } = dlbridge;
 

@@ -133,7 +133,11 @@ pub fn from_typed_array(
 }
 
 /// The dtype argument of `empty`/`arange` (default float32).
-fn dtype_argument(scope: Scope<'_>, value: Option<&Unknown<'_>>, what: &str) -> Outcome<DataType> {
+pub(crate) fn dtype_argument(
+    scope: Scope<'_>,
+    value: Option<&Unknown<'_>>,
+    what: &str,
+) -> Outcome<DataType> {
     match dtype_name(value.map(|v| scope.adopt(v)), what)? {
         Some(name) => Ok(name.parse()?),
         None => Ok(DataType::F32),

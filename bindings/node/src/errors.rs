@@ -2,9 +2,11 @@
 //!
 //! - `RangeError`: a shape, strides or offset out of range (and failed allocations, as JS itself
 //!   reports them);
-//! - `TypeError`: wrong dtypes, wrong argument types, detached buffers, null pointers;
+//! - `TypeError`: wrong dtypes, wrong argument types, detached buffers, null pointers,
+//!   malformed shared-memory handles;
 //! - `Error`: everything else (read-only memory, layouts a typed array cannot view, invalid
-//!   foreign tensors, devices other than the CPU).
+//!   foreign tensors, devices other than the CPU, shared-memory segments that are missing,
+//!   invalid or failing system calls).
 //!
 //! Every error carries a stable `code` (`ERR_DLBRIDGE_*`) and a message naming the offending
 //! values. Internal code returns [`Outcome`]; `#[napi]` entry points turn a [`Failure`] into a
@@ -102,6 +104,10 @@ impl From<dlbridge::Error> for Failure {
             }
             E::DtypeMismatch { .. } => (TypeError, "ERR_DLBRIDGE_DTYPE_MISMATCH"),
             E::UnknownName { what: "dtype", .. } => (TypeError, "ERR_DLBRIDGE_UNKNOWN_DTYPE"),
+            E::UnknownName {
+                what: "shared memory handle",
+                ..
+            } => (TypeError, "ERR_DLBRIDGE_INVALID_SHM_HANDLE"),
             E::UnknownName { .. } => (TypeError, "ERR_DLBRIDGE_UNKNOWN_NAME"),
             E::NullTensor => (TypeError, "ERR_DLBRIDGE_NULL_POINTER"),
             E::UnsupportedVersion(_) => (Error, "ERR_DLBRIDGE_UNSUPPORTED_VERSION"),
@@ -111,9 +117,30 @@ impl From<dlbridge::Error> for Failure {
             E::UnsupportedLayout(_) => (Error, "ERR_DLBRIDGE_UNSUPPORTED_LAYOUT"),
             E::NotOnCpu(_) => (Error, "ERR_DLBRIDGE_NOT_ON_CPU"),
             E::ReadOnly => (Error, "ERR_DLBRIDGE_READ_ONLY"),
+            E::ShmNotFound(_) => (Error, "ERR_DLBRIDGE_SHM_NOT_FOUND"),
+            E::ShmInvalid { .. } => (Error, "ERR_DLBRIDGE_SHM_INVALID"),
+            E::ShmIo { .. } => (Error, "ERR_DLBRIDGE_SHM_IO"),
             _ => (Error, "ERR_DLBRIDGE"),
         };
         Failure::new(class, code, err.to_string())
+    }
+}
+
+/// A failed `shm::open` of `handle`: a missing segment, a malformed handle or a failed system
+/// call keep their own errors; anything else the segment's header fails (an out-of-range ndim,
+/// an unknown dtype code, a negative dimension, …) describes a corrupt segment, not the caller's
+/// arguments, so it becomes `ShmInvalid` naming the handle (`ERR_DLBRIDGE_SHM_INVALID`).
+pub(crate) fn shm_open_failure(handle: &str, err: dlbridge::Error) -> Failure {
+    use dlbridge::Error as E;
+    match err {
+        E::ShmNotFound(_) | E::ShmInvalid { .. } | E::ShmIo { .. } | E::UnknownName { .. } => {
+            err.into()
+        }
+        other => E::ShmInvalid {
+            name: handle.to_owned(),
+            reason: other.to_string(),
+        }
+        .into(),
     }
 }
 

@@ -6,6 +6,8 @@
 //! - [`tensor`]: the `Tensor` class; `toTypedArray` hands out views over one ArrayBuffer per
 //!   memory block ([`external`], [`block_registry`]).
 //! - [`pointer_io`]: DLPack managed-tensor pointers as BigInts, for other native addons.
+//! - [`shared_memory`]: `emptyShared`, `toShared`, `fromShared`: tensors in POSIX shared-memory
+//!   segments, for runtimes that cannot share a process.
 //! - [`dtype_map`]: which typed array views which dtype.
 //! - [`env_context`], [`js_memory`], [`release_queue`]: per-environment state (main thread and
 //!   workers), JS buffers pinned from any thread and released on their own.
@@ -30,6 +32,7 @@ mod node_api;
 mod pointer_io;
 mod release_queue;
 mod shared;
+mod shared_memory;
 mod tensor;
 mod testing;
 

@@ -10,7 +10,7 @@ use std::ffi::{c_void, CStr};
 use std::marker::PhantomData;
 use std::ptr;
 
-use napi::bindgen_prelude::{JsValue, Unknown};
+use napi::bindgen_prelude::{JsValue, TypeTag, Unknown};
 use napi::{sys, Env};
 
 use crate::dtype_map::ArrayKind;
@@ -446,6 +446,37 @@ impl<'env> Handle<'env> {
         // SAFETY: live env, values of this call, one valid descriptor.
         let status = unsafe { sys::napi_define_properties(self.env, self.value, 1, &descriptor) };
         check(status, "napi_define_properties")
+    }
+
+    /// The native object of an instance of the `#[napi]` class `T`, or `None` for any other
+    /// value. Like napi-rs's own `&T` argument conversion, it checks the object's type tag before
+    /// trusting the wrapped pointer; unlike it, it works outside argument conversion (so that a
+    /// wrong argument gets this crate's `TypeError`).
+    ///
+    /// # Safety
+    /// `T` is a `#[napi]` class (napi-rs wraps its instances as a boxed `T` tagged with
+    /// `T::type_tag()`), whose methods all take `&self` (no `&mut T` can alias the result).
+    pub(crate) unsafe fn class_instance<T: TypeTag>(self) -> Option<&'env T> {
+        if self.js_type() != JsType::Object {
+            return None;
+        }
+        let tag = T::type_tag();
+        let mut tagged = false;
+        // SAFETY: live env and value; `tag` outlives the call.
+        let status =
+            unsafe { sys::napi_check_object_type_tag(self.env, self.value, &tag, &mut tagged) };
+        if status != sys::Status::napi_ok || !tagged {
+            return None;
+        }
+        let mut wrapped = ptr::null_mut();
+        // SAFETY: live env and value.
+        let status = unsafe { sys::napi_unwrap(self.env, self.value, &mut wrapped) };
+        if status != sys::Status::napi_ok || wrapped.is_null() {
+            return None;
+        }
+        // SAFETY: the tag says napi-rs wrapped a `T` here (caller's contract); the object, which
+        // owns it, is an argument of the current call and so outlives `'env`.
+        Some(unsafe { &*(wrapped as *const T) })
     }
 
     /// A boolean's value.

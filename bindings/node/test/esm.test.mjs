@@ -3,7 +3,10 @@
 import test from 'node:test';
 import assert from 'node:assert/strict';
 import { createRequire } from 'node:module';
-import dlbridge, { fromTypedArray, empty, arange, importPointer, DLPACK_VERSION, Tensor } from 'dlbridge';
+import dlbridge, {
+  fromTypedArray, empty, arange, importPointer, DLPACK_VERSION, Tensor,
+  emptyShared, toShared, fromShared,
+} from 'dlbridge';
 
 const require = createRequire(import.meta.url);
 
@@ -20,4 +23,9 @@ test('the named exports work', () => {
   assert.equal(tensor.toTypedArray().buffer, array.buffer);
   assert.equal(empty([2]).size, 2);
   assert.equal(importPointer(arange(3).exportPointer()).size, 3);
+  const shared = emptyShared([2], 'int32');
+  shared.tensor.toTypedArray()[1] = 7;
+  assert.deepEqual([...fromShared(shared.handle).toTypedArray({ copy: true })], [0, 7]);
+  assert.deepEqual([...fromShared(toShared(shared.tensor)).toTypedArray({ copy: true })], [0, 7]);
+  assert.equal(emptyShared, require('dlbridge').emptyShared);
 });

@@ -4,7 +4,10 @@
 import {
   arange,
   empty,
+  emptyShared,
+  fromShared,
   fromTypedArray,
+  toShared,
   importPointer,
   Tensor,
   type DTypeOf,
@@ -41,6 +44,19 @@ const address: bigint = f32.exportPointer({ legacy: true, unsafeIgnoreReadOnly: 
 const imported: Tensor = importPointer(address, { legacy: true, readonly: true });
 const anyView = imported.toTypedArray({ copy: true, unsafeIgnoreReadOnly: false });
 
+const shared = emptyShared([2], 'int32');
+const sharedHandle: string = shared.handle;
+const sharedView: Int32Array = shared.tensor.toTypedArray();
+const sharedDefault: Float32Array = emptyShared(3).tensor.toTypedArray();
+const reshared: string = toShared(f32);
+const opened: Tensor = fromShared(reshared, { writable: true });
+
+// @ts-expect-error fromShared's options are typed
+fromShared(sharedHandle, { writable: 'yes' });
+// @ts-expect-error a handle is a string
+fromShared(42);
+// @ts-expect-error toShared takes a Tensor
+toShared(new Float32Array(2));
 // @ts-expect-error a Float32Array tensor is not viewed by a Float64Array
 const wrongView: Float64Array = f32.toTypedArray();
 // @ts-expect-error the dtype literal is inferred, not widened
@@ -55,5 +71,5 @@ f32.toTypedArray({ copy: 'yes' });
 export const uses = [
   f32Dtype, f32View, bf16Dtype, bf16View, maskDtype, clampedDtype, clampedView,
   complexView, i64, u64, half, defaultDtype, mapped, inferred, anyView, wrongView, wrongDtype,
-  constructed, wrongBig,
+  constructed, wrongBig, sharedView, sharedDefault, opened,
 ];
