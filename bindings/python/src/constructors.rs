@@ -8,7 +8,7 @@ use crate::errors::{to_py_err, type_error, value_error};
 use crate::tensor::{new_tensor, TensorData};
 
 /// Reads a shape argument: an int or a sequence of ints, none negative.
-fn shape_argument(shape: &Bound<'_, PyAny>) -> PyResult<Vec<i64>> {
+pub(crate) fn shape_argument(shape: &Bound<'_, PyAny>) -> PyResult<Vec<i64>> {
     let dims = match shape.extract::<i64>() {
         Ok(n) => vec![n],
         Err(_) => shape.extract::<Vec<i64>>().map_err(|_| {
@@ -26,7 +26,7 @@ fn shape_argument(shape: &Bound<'_, PyAny>) -> PyResult<Vec<i64>> {
 }
 
 /// Reads a dtype argument (a name such as "float32"; None means float32).
-fn dtype_argument(dtype: Option<&Bound<'_, PyAny>>) -> PyResult<DataType> {
+pub(crate) fn dtype_argument(dtype: Option<&Bound<'_, PyAny>>) -> PyResult<DataType> {
     let Some(dtype) = dtype.filter(|d| !d.is_none()) else {
         return Ok(DataType::F32);
     };

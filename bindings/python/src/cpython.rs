@@ -45,8 +45,11 @@ pub(crate) fn vectorcall_method() -> Option<VectorcallMethod> {
     })
 }
 
-/// Whether this thread holds the GIL (`PyGILState_Check`, outside the limited API; `false` when
-/// it is not exported). Only meaningful once the interpreter is initialised.
+/// Whether this thread holds the GIL of a live interpreter: it has a thread state registered
+/// for the GIL-state API and `PyGILState_Check` (outside the limited API; `false` when it is not
+/// exported) confirms it is the current one. Safe before initialisation and after finalisation,
+/// when no thread state is registered (`PyGILState_Check` alone answers 1 then); true for the
+/// thread running the finalisation.
 fn holds_gil() -> bool {
     type Check = unsafe extern "C" fn() -> std::ffi::c_int;
     static FOUND: OnceLock<Option<Check>> = OnceLock::new();
@@ -55,8 +58,10 @@ fn holds_gil() -> bool {
         lookup_symbol(c"PyGILState_Check")
             .map(|p| unsafe { std::mem::transmute::<*mut c_void, Check>(p) })
     });
-    // SAFETY: a query without preconditions once the interpreter runs (callers check).
-    found.is_some_and(|f| unsafe { f() } == 1)
+    // SAFETY: both are queries without preconditions; `PyGILState_GetThisThreadState` returns
+    // NULL whenever the GIL-state machinery is not (or no longer) set up, and only then is
+    // `PyGILState_Check` skipped.
+    found.is_some_and(|f| unsafe { !ffi::PyGILState_GetThisThreadState().is_null() && f() == 1 })
 }
 
 /// Whether the interpreter is shutting down (`Py_IsFinalizing`, public from 3.13, and its older
@@ -76,20 +81,20 @@ fn is_finalizing() -> bool {
 
 /// Runs `f` with the GIL held, from any thread: takes the GIL (re-entrantly, cheap when this
 /// thread holds it already), or skips `f` (returning false) when the interpreter is gone or
-/// shutting down, where taking the GIL from a foreign thread could hang or crash the process.
-/// Callers leak what `f` would have released; the process is ending.
+/// shutting down and this thread does not hold the GIL, where taking it from a foreign thread
+/// could hang or crash the process. Callers leak what `f` would have released; the process is
+/// ending.
 pub(crate) fn with_gil_anywhere(f: impl FnOnce()) -> bool {
-    // SAFETY: a query without preconditions.
-    if unsafe { ffi::Py_IsInitialized() } == 0 {
-        return false;
-    }
     // Fast path: this thread holds the GIL already (a tensor dropped from Python code). Holding
-    // it makes `f` safe even while the interpreter finalizes.
+    // it makes `f` safe even while the interpreter finalizes, when `Py_IsInitialized` already
+    // answers 0 but objects are still being freed (module globals at exit): releasing them then
+    // is what lets a shared-memory segment's last side remove it.
     if holds_gil() {
         f();
         return true;
     }
-    if is_finalizing() {
+    // SAFETY: a query without preconditions.
+    if unsafe { ffi::Py_IsInitialized() } == 0 || is_finalizing() {
         return false;
     }
     // SAFETY: the interpreter is running; Ensure/Release pair up on this thread.

@@ -1,10 +1,16 @@
 //! The one place where core errors become Python exceptions, following the array API standard:
 //! BufferError for data that cannot be exchanged, ValueError for bad values, TypeError for bad
-//! argument types, MemoryError for failed allocations.
+//! argument types, MemoryError for failed allocations; for shared memory, FileNotFoundError for a
+//! segment that does not exist, OSError for failed system calls, ValueError for invalid segments.
 
 use dlbridge::Error;
-use pyo3::exceptions::{PyBufferError, PyMemoryError, PyTypeError, PyValueError};
+use pyo3::exceptions::{
+    PyBufferError, PyFileNotFoundError, PyMemoryError, PyOSError, PyTypeError, PyValueError,
+};
 use pyo3::PyErr;
+
+/// `errno` for "no such file or directory" (2 on every platform CPython supports).
+const ENOENT: i32 = 2;
 
 /// Converts a core error into the Python exception a DLPack user expects.
 pub(crate) fn to_py_err(err: Error) -> PyErr {
@@ -16,10 +22,35 @@ pub(crate) fn to_py_err(err: Error) -> PyErr {
         }
         Error::UnknownName { .. }
         | Error::StridesMismatch { .. }
-        | Error::BufferTooSmall { .. } => PyValueError::new_err(message),
+        | Error::BufferTooSmall { .. }
+        | Error::ShmInvalid { .. } => PyValueError::new_err(message),
+        // Shaped like Python's own `FileNotFoundError: [Errno 2] ...: 'name'`, with `filename`
+        // set to the handle.
+        Error::ShmNotFound(handle) => PyFileNotFoundError::new_err((
+            ENOENT,
+            "shared memory segment does not exist (released, or never created)",
+            handle,
+        )),
+        Error::ShmIo { .. } => PyOSError::new_err(message),
         // Everything else describes a tensor that cannot be exchanged or used as asked:
         // invalid foreign metadata, unsupported dtype/device/layout, read-only memory.
         _ => PyBufferError::new_err(message),
+    }
+}
+
+/// Converts an error of opening the shared-memory segment `handle`. A header field that fails
+/// the validation every foreign tensor goes through (dtype, shape, strides, ...) makes the whole
+/// segment invalid: ValueError naming the handle and the field, as for [`Error::ShmInvalid`].
+pub(crate) fn shm_open_error(handle: &str, err: Error) -> PyErr {
+    match err {
+        Error::ShmNotFound(_)
+        | Error::ShmIo { .. }
+        | Error::ShmInvalid { .. }
+        | Error::UnknownName { .. }
+        | Error::AllocationFailed(_) => to_py_err(err),
+        other => PyValueError::new_err(format!(
+            "shared memory segment {handle:?} is invalid: {other}"
+        )),
     }
 }
 

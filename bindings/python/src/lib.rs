@@ -6,6 +6,7 @@
 //! - `exchange_api`: our `__dlpack_c_exchange_api__` table and the per-type cache of others'.
 //! - `tensor`: the `Tensor` type (built with `PyType_FromSpec`); `tensor_api`: its attributes;
 //!   `constructors`: `empty` / `arange`.
+//! - `shared`: `empty_shared` / `to_shared` / `from_shared`, tensors in shared-memory segments.
 //! - `buffer`: the buffer protocol; `capsule`: capsule naming and ownership.
 //! - `errors`: the single mapping from core errors to Python exceptions.
 //!
@@ -28,6 +29,7 @@ mod fastcall;
 mod gil_cell;
 mod interned;
 mod producer;
+mod shared;
 mod tensor;
 mod tensor_api;
 mod testing;
@@ -43,6 +45,9 @@ fn _dlbridge(m: &Bound<'_, PyModule>) -> PyResult<()> {
     consumer::install(m)?;
     m.add_function(wrap_pyfunction!(constructors::empty, m)?)?;
     m.add_function(wrap_pyfunction!(constructors::arange, m)?)?;
+    m.add_function(wrap_pyfunction!(shared::empty_shared, m)?)?;
+    m.add_function(wrap_pyfunction!(shared::to_shared, m)?)?;
+    m.add_function(wrap_pyfunction!(shared::from_shared, m)?)?;
     m.add_submodule(&testing::module(py)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add(

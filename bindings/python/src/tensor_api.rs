@@ -20,7 +20,8 @@ use crate::tensor::{new_tensor, TensorData, TensorRef};
 pub(crate) const DOC: &CStr =
     c"A tensor exchanged through DLPack: a zero-copy view of memory owned \
 by dlbridge or by another library, on any device.\n\n\
-Create one with dlbridge.from_dlpack, dlbridge.empty or dlbridge.arange; hand it to any DLPack \
+Create one with dlbridge.from_dlpack, dlbridge.empty, dlbridge.arange, dlbridge.empty_shared \
+or dlbridge.from_shared; hand it to any DLPack \
 consumer (numpy.from_dlpack, torch.from_dlpack, jax.numpy.from_dlpack, ...).";
 
 /// The `(device_type, device_id)` pair of a device, as `__dlpack_device__` reports it.
@@ -56,7 +57,7 @@ pub(crate) unsafe extern "C" fn tp_new(
         object_entry(|_| {
             Err(type_error(
                 "cannot create 'dlbridge.Tensor' instances directly; use dlbridge.from_dlpack, \
-                 dlbridge.empty or dlbridge.arange",
+                 dlbridge.empty, dlbridge.arange or dlbridge.from_shared",
             ))
         })
     }

@@ -30,7 +30,14 @@ def test_package_ships_py_typed_and_stubs():
 def test_module_functions_match_the_stubs():
     tree = stub_tree()
     stubbed = public_functions(tree.body)
-    assert set(stubbed) == {"from_dlpack", "empty", "arange"}
+    assert set(stubbed) == {
+        "from_dlpack",
+        "empty",
+        "arange",
+        "empty_shared",
+        "to_shared",
+        "from_shared",
+    }
     for name, node in stubbed.items():
         runtime = inspect.signature(getattr(_dlbridge, name))
         stub_params = [a.arg for a in node.args.posonlyargs + node.args.args + node.args.kwonlyargs]

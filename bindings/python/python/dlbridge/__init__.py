@@ -15,7 +15,20 @@ from ._dlbridge import (
     __version__,
     arange,
     empty,
+    empty_shared,
     from_dlpack,
+    from_shared,
+    to_shared,
 )
 
-__all__ = ["DLPACK_VERSION", "Tensor", "__version__", "arange", "empty", "from_dlpack"]
+__all__ = [
+    "DLPACK_VERSION",
+    "Tensor",
+    "__version__",
+    "arange",
+    "empty",
+    "empty_shared",
+    "from_dlpack",
+    "from_shared",
+    "to_shared",
+]

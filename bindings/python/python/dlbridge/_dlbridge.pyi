@@ -91,3 +91,17 @@ def empty(shape: int | Sequence[int], dtype: str | None = "float32") -> Tensor:
 
 def arange(n: int, dtype: str | None = "float32") -> Tensor:
     """A 1-d CPU tensor holding 0, 1, ..., n-1."""
+
+def empty_shared(shape: int | Sequence[int], dtype: str | None = "float32") -> tuple[str, Tensor]:
+    """A zero-filled, C-contiguous CPU tensor in a new shared-memory segment, and the segment's
+    handle: ``(handle, tensor)``. The tensor holds this process's reference to the segment."""
+
+def to_shared(x: _SupportsDLPack | CapsuleType) -> str:
+    """Import ``x`` like ``from_dlpack``, copy it once (C order) into a new shared-memory segment
+    and return its handle. This process keeps no reference: the segment passes to the next
+    ``from_shared(handle)``, so the caller may send the handle and exit."""
+
+def from_shared(handle: str, *, writable: bool = False) -> Tensor:
+    """Map a shared-memory segment without copying. ``writable=False`` gives a read-only tensor
+    over read-only pages. FileNotFoundError for a handle with no segment, ValueError for a
+    malformed handle or an invalid segment."""

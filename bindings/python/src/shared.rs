@@ -1,0 +1,86 @@
+//! `dlbridge.empty_shared`, `dlbridge.to_shared` and `dlbridge.from_shared`: tensors in POSIX
+//! shared-memory segments ([`dlbridge::shm`]), for runtimes that cannot share a process.
+//!
+//! A segment is named by its handle, a plain string any process can be sent. Each side holds one
+//! reference while it has a tensor over the segment; the last side to let go removes it, so
+//! nothing stays in `/dev/shm`. `to_shared` keeps no reference: it hands its own to the next
+//! opener, so the exporting process may exit before the consumer opens the handle.
+
+use dlbridge::shm::{self, Access};
+use pyo3::prelude::*;
+use pyo3::types::{PyString, PyTuple};
+
+use crate::constructors::{dtype_argument, shape_argument};
+use crate::consumer::{self, ImportRequest};
+use crate::errors::{shm_open_error, to_py_err};
+use crate::tensor::{new_tensor, TensorData, TensorRef};
+
+/// A new zero-filled, C-contiguous CPU tensor in a new shared-memory segment: returns
+/// `(handle, tensor)`. The tensor holds this process's reference to the segment; send the handle
+/// to another process, which maps the same memory with `from_shared(handle)`.
+///
+/// Raises TypeError / ValueError for a bad shape or dtype (as `empty` does), OSError if the
+/// segment cannot be created.
+#[pyfunction]
+#[pyo3(signature = (shape, dtype = None))]
+pub(crate) fn empty_shared<'py>(
+    shape: &Bound<'py, PyAny>,
+    dtype: Option<&Bound<'py, PyAny>>,
+) -> PyResult<Bound<'py, PyTuple>> {
+    let py = shape.py();
+    let dims = shape_argument(shape)?;
+    let shared = shm::empty(&dims, dtype_argument(dtype)?).map_err(to_py_err)?;
+    let handle = PyString::new(py, shared.handle());
+    // The tensor keeps the mapping (and so this side's reference) alive; `shared` can go.
+    let tensor = new_tensor(py, TensorData::Owned(Box::new(shared.to_tensor())))?;
+    PyTuple::new(py, [handle.into_any(), tensor])
+}
+
+/// Imports `x` as `from_dlpack` does (any DLPack producer or a dlbridge.Tensor), copies it once,
+/// in C order, into a new shared-memory segment and returns the handle. This process keeps no
+/// reference: the segment passes to the next `from_shared(handle)`, so the caller may send the
+/// handle and exit (a handle that is never opened leaves its segment in /dev/shm).
+///
+/// Raises what `from_dlpack` raises, BufferError for a tensor not in CPU memory or with a packed
+/// sub-byte dtype, OSError if the segment cannot be created.
+#[pyfunction]
+pub(crate) fn to_shared<'py>(x: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyString>> {
+    let py = x.py();
+    let imported;
+    let tensor = match TensorRef::cast(x.as_borrowed()) {
+        Ok(tensor) => tensor,
+        Err(_) => {
+            let request = ImportRequest {
+                device: None,
+                copy: None,
+            };
+            imported = consumer::from_dlpack(py, x, request, true)?;
+            TensorRef::cast(imported.as_borrowed())?
+        }
+    };
+    let shared = shm::export(&tensor.view()).map_err(to_py_err)?;
+    Ok(PyString::new(py, &shared.handoff()))
+}
+
+/// Maps the shared-memory segment named `handle` without copying. `writable=False` maps the
+/// pages read-only and gives a read-only tensor; `writable=True` gives a tensor whose writes are
+/// seen by every process that maps the segment. The tensor holds this process's reference.
+///
+/// Raises FileNotFoundError for a handle with no segment (never created, or released by every
+/// side), ValueError for a malformed handle or an invalid segment (naming what is wrong), OSError
+/// if mapping fails.
+#[pyfunction]
+#[pyo3(signature = (handle, *, writable = false))]
+pub(crate) fn from_shared<'py>(
+    py: Python<'py>,
+    handle: String,
+    writable: bool,
+) -> PyResult<Bound<'py, PyAny>> {
+    let access = if writable {
+        Access::ReadWrite
+    } else {
+        Access::ReadOnly
+    };
+    let tensor = shm::open(&handle, access).map_err(|e| shm_open_error(&handle, e))?;
+    new_tensor(py, TensorData::Owned(Box::new(tensor)))
+}

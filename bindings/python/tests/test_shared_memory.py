@@ -1,0 +1,363 @@
+"""Shared memory (``empty_shared`` / ``to_shared`` / ``from_shared``): values and dtypes
+round-trip, writes are seen through every mapping and by other processes, read-only mappings
+refuse writes, exports to numpy and torch stay zero-copy, errors are typed, and nothing is left
+in /dev/shm."""
+
+import errno
+import gc
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import dlbridge
+from helpers import np_ptr
+
+pytestmark = pytest.mark.skipif(
+    not Path("/dev/shm").is_dir(), reason="POSIX shared memory lives in /dev/shm"
+)
+
+SHM = Path("/dev/shm")
+
+
+def exists(handle):
+    return (SHM / handle).exists()
+
+
+@pytest.fixture
+def track():
+    """Records the test's handles; at teardown, once everything is dropped, none may remain."""
+    handles = []
+
+    def record(handle):
+        assert isinstance(handle, str) and handle
+        handles.append(handle)
+        return handle
+
+    yield record
+    gc.collect()
+    left = [h for h in handles if exists(h)]
+    for h in left:
+        (SHM / h).unlink()
+    assert not left, f"segments left in /dev/shm: {left}"
+
+
+def run_python(code, *args):
+    """Runs ``code`` in a fresh interpreter (a real second process) and returns its stdout."""
+    done = subprocess.run(
+        [sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()
+
+
+DTYPES = ["float32", "float64", "float16", "int8", "uint8", "int16", "uint32", "int64", "bool"]
+DTYPES += ["complex64", "complex128"]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_to_shared_round_trips_values_and_dtypes(track, dtype):
+    a = (np.arange(12) % 3).astype(dtype).reshape(3, 4)
+    h = track(dlbridge.to_shared(a))
+    t = dlbridge.from_shared(h)
+    assert (t.shape, t.dtype, t.device) == ((3, 4), dtype, (1, 0))
+    assert t.strides == (4, 1)
+    assert t.copied and t.readonly
+    np.testing.assert_array_equal(np.from_dlpack(t), a)
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "uint64", "int32"])
+def test_dlbridge_tensors_round_trip_dtypes_numpy_lacks(track, dtype):
+    src = dlbridge.arange(6, dtype)
+    t = dlbridge.from_shared(track(dlbridge.to_shared(src)))
+    assert (t.shape, t.dtype) == ((6,), dtype)
+    assert t.tolist() == src.tolist()
+
+
+@pytest.mark.parametrize("shape", [(), 0, 5, (2, 3), [4, 1, 2], (0, 5)])
+def test_empty_shared_allocates_zeroed_c_order_memory(track, shape):
+    h, t = dlbridge.empty_shared(shape, "float64")
+    track(h)
+    expected = np.zeros(shape)
+    assert t.shape == expected.shape and t.tolist() == expected.tolist()
+    assert not t.copied and not t.readonly
+    assert t.data_ptr % 64 == 0 or t.size == 0
+    opened = dlbridge.from_shared(h)
+    assert opened.shape == expected.shape and opened.dtype == "float64"
+    assert opened.strides == t.strides
+    assert not opened.copied, "allocated in shared memory: never copied"
+
+
+def test_empty_shared_defaults_to_float32_and_checks_arguments(track):
+    h, t = dlbridge.empty_shared(3)
+    track(h)
+    assert t.dtype == "float32"
+    with pytest.raises(TypeError, match="dtype"):
+        dlbridge.empty_shared(3, "float33")
+    with pytest.raises(TypeError, match="dtype"):
+        dlbridge.empty_shared(3, np.float32)
+    with pytest.raises(TypeError, match="shape"):
+        dlbridge.empty_shared("3")
+    with pytest.raises(ValueError, match="negative"):
+        dlbridge.empty_shared((2, -1))
+
+
+def test_a_write_through_one_mapping_is_seen_through_another(track):
+    h, t = dlbridge.empty_shared((3, 4), "int32")
+    track(h)
+    np.from_dlpack(t)[...] = np.arange(12, dtype=np.int32).reshape(3, 4)
+    first = dlbridge.from_shared(h, writable=True)
+    second = dlbridge.from_shared(h, writable=True)
+    assert len({t.data_ptr, first.data_ptr, second.data_ptr}) == 3, "separate mappings"
+    assert first.tolist() == second.tolist() == np.arange(12).reshape(3, 4).tolist()
+    np.from_dlpack(first)[1, 2] = -7
+    assert second.tolist()[1][2] == -7
+    assert t.tolist()[1][2] == -7
+    memoryview(second).cast("B").cast("i")[0] = 99
+    assert np.from_dlpack(first)[0, 0] == 99
+
+
+def test_another_process_sees_values_and_its_writes_are_seen(track):
+    h, t = dlbridge.empty_shared((2, 3), "float64")
+    track(h)
+    parent = np.from_dlpack(t)
+    parent[...] = np.arange(6.0).reshape(2, 3)
+    child = """
+import sys
+import numpy as np
+import dlbridge
+t = dlbridge.from_shared(sys.argv[1], writable=True)
+a = np.from_dlpack(t)
+assert a.tolist() == [[0.0, 1.0, 2.0], [3.0, 4.0, 5.0]], a
+a[1, 1] = 42.5
+print(a.sum())
+"""
+    assert float(run_python(child, h)) == 15.0 - 4.0 + 42.5
+    assert parent[1, 1] == 42.5
+    assert exists(h), "the child released its own reference only"
+    del parent, t
+    gc.collect()
+    assert not exists(h)
+
+
+def test_a_spawned_multiprocessing_worker_shares_the_segment(track):
+    import multiprocessing
+
+    h, t = dlbridge.empty_shared(4, "int64")
+    track(h)
+    np.from_dlpack(t)[...] = [1, 2, 3, 4]
+    ctx = multiprocessing.get_context("spawn")
+    proc = ctx.Process(target=_double_in_place, args=(h,))
+    proc.start()
+    proc.join(60)
+    assert proc.exitcode == 0
+    assert t.tolist() == [2, 4, 6, 8]
+
+
+def _double_in_place(handle):
+    """Worker of the multiprocessing test: doubles the shared values."""
+    a = np.from_dlpack(dlbridge.from_shared(handle, writable=True))
+    a *= 2
+
+
+def test_to_shared_hands_the_segment_to_the_next_opener(track):
+    # The producer exits before anyone opens the handle.
+    h = track(run_python("import dlbridge, numpy as np; print(dlbridge.to_shared(np.arange(5)))"))
+    assert exists(h), "a handed-over segment outlives its producer"
+    t = dlbridge.from_shared(h)
+    assert t.tolist() == [0, 1, 2, 3, 4] and t.copied
+    del t
+    gc.collect()
+    assert not exists(h), "the consumer took the producer's reference and released it"
+    with pytest.raises(FileNotFoundError):
+        dlbridge.from_shared(h)
+
+
+def test_to_shared_in_process_keeps_no_reference(track):
+    h = track(dlbridge.to_shared(np.ones(3)))
+    gc.collect()
+    assert exists(h)
+    first = dlbridge.from_shared(h)
+    second = dlbridge.from_shared(h)
+    del first
+    gc.collect()
+    assert exists(h), "the second opener still holds a reference"
+    assert second.tolist() == [1.0, 1.0, 1.0]
+    del second
+    gc.collect()
+    assert not exists(h)
+
+
+@pytest.mark.parametrize(
+    "view",
+    [
+        lambda a: a[::-1],
+        lambda a: a[:, ::2],
+        lambda a: a.T,
+        lambda a: a[::-2, ::-3],
+        lambda a: a[1:, 1:3],
+    ],
+    ids=["reversed", "every-second", "transposed", "negative-steps", "sliced"],
+)
+def test_to_shared_of_a_strided_view_gives_c_order_values(track, view):
+    v = view(np.arange(30, dtype=np.int16).reshape(5, 6))
+    t = dlbridge.from_shared(track(dlbridge.to_shared(v)))
+    assert t.copied
+    assert t.shape == v.shape
+    assert np.from_dlpack(t).flags.c_contiguous
+    np.testing.assert_array_equal(np.from_dlpack(t), v)
+
+
+def test_to_shared_accepts_every_kind_of_source(track):
+    torch = pytest.importorskip("torch")
+    src = torch.arange(6, dtype=torch.float32).reshape(2, 3).t()
+    t = dlbridge.from_shared(track(dlbridge.to_shared(src)))
+    assert t.tolist() == src.tolist()
+    t = dlbridge.from_shared(track(dlbridge.to_shared(dlbridge.from_dlpack(np.arange(3)))))
+    assert t.tolist() == [0, 1, 2]
+    t = dlbridge.from_shared(track(dlbridge.to_shared(np.arange(4).__dlpack__())))
+    assert t.tolist() == [0, 1, 2, 3]
+    # A read-only source is fine: the segment holds a copy.
+    ro = np.arange(3.0)
+    ro.flags.writeable = False
+    t = dlbridge.from_shared(track(dlbridge.to_shared(ro)), writable=True)
+    assert not t.readonly and t.tolist() == [0.0, 1.0, 2.0]
+
+
+def test_to_shared_errors_are_those_of_from_dlpack():
+    with pytest.raises(AttributeError):
+        dlbridge.to_shared(object())
+    with pytest.raises(TypeError):
+        dlbridge.to_shared()
+
+
+def test_read_only_mappings_refuse_writes(track):
+    h, t = dlbridge.empty_shared(4, "float32")
+    track(h)
+    ro = dlbridge.from_shared(h)
+    assert ro.readonly and "readonly=True" in repr(ro)
+    m = memoryview(ro)
+    assert m.readonly
+    with pytest.raises(TypeError):
+        m[0] = 1.0
+    m.release()
+    a = np.from_dlpack(ro)
+    assert not a.flags.writeable
+    with pytest.raises(ValueError):
+        a[0] = 1.0
+    with pytest.raises(BufferError, match="read-only"):
+        ro.__dlpack__()  # the legacy capsule cannot say "read-only"
+    versioned = ro.__dlpack__(max_version=(1, 3))
+    assert dlbridge.from_dlpack(versioned).readonly
+    rw = dlbridge.from_shared(h, writable=True)
+    assert not rw.readonly and not memoryview(rw).readonly
+    np.from_dlpack(rw)[2] = 5.0
+    assert ro.tolist() == [0.0, 0.0, 5.0, 0.0], "read-only mappings still see others' writes"
+
+
+def test_numpy_and_torch_exports_are_zero_copy(track):
+    h, _ = dlbridge.empty_shared((2, 2), "float32")
+    track(h)
+    t = dlbridge.from_shared(h)
+    a = np.from_dlpack(t)
+    assert np_ptr(a) == t.data_ptr
+    torch = pytest.importorskip("torch")
+    w = dlbridge.from_shared(h, writable=True)
+    x = torch.from_dlpack(w)
+    assert x.data_ptr() == w.data_ptr
+    x[0, 1] = 3.0
+    assert a[0, 1] == 3.0, "the read-only mapping sees the torch write"
+
+
+def test_exports_keep_the_segment_alive(track):
+    h, t = dlbridge.empty_shared(3, "int64")
+    track(h)
+    a = np.from_dlpack(t)
+    a[:] = [7, 8, 9]
+    del t
+    gc.collect()
+    assert exists(h) and a.tolist() == [7, 8, 9]
+    b = np.from_dlpack(dlbridge.from_shared(h))
+    del a
+    gc.collect()
+    assert exists(h) and b.tolist() == [7, 8, 9]
+    del b
+    gc.collect()
+    assert not exists(h)
+
+
+def test_unknown_or_removed_handles_raise_file_not_found(track):
+    missing = f"dlbridge-test-{os.getpid()}-missing"
+    with pytest.raises(FileNotFoundError, match=missing) as info:
+        dlbridge.from_shared(missing)
+    assert info.value.errno == errno.ENOENT and info.value.filename == missing
+    h, t = dlbridge.empty_shared(2)
+    track(h)
+    del t
+    gc.collect()
+    with pytest.raises(FileNotFoundError, match=h):
+        dlbridge.from_shared(h, writable=True)
+
+
+@pytest.mark.parametrize("handle", ["", "a/b", "../etc/passwd", "x y", "é", "x" * 300, "a\0b"])
+def test_malformed_handles_raise_value_error(handle):
+    with pytest.raises(ValueError, match="shared memory handle"):
+        dlbridge.from_shared(handle)
+
+
+def test_handle_must_be_a_string():
+    with pytest.raises(TypeError):
+        dlbridge.from_shared(3)
+    with pytest.raises(TypeError):
+        dlbridge.from_shared(b"dlbridge-x")
+    with pytest.raises(TypeError):
+        dlbridge.from_shared("dlbridge-x", True)  # writable is keyword-only
+
+
+@pytest.fixture
+def raw_segment():
+    """Writes bytes as a shared-memory object, the way a broken or hostile producer might."""
+    path = SHM / f"dlbridge-test-{os.getpid()}-bad"
+
+    def write(data):
+        path.write_bytes(data)
+        return path.name
+
+    yield write
+    path.unlink(missing_ok=True)
+
+
+def test_invalid_segments_raise_value_error_naming_the_problem(track, raw_segment):
+    name = raw_segment(b"short")
+    with pytest.raises(ValueError, match="truncated") as info:
+        dlbridge.from_shared(name)
+    assert name in str(info.value)
+    name = raw_segment(bytes(4096))
+    with pytest.raises(ValueError, match="magic"):
+        dlbridge.from_shared(name)
+
+    # Corrupted copies of a real segment (header layout: dtype code at 32, device type at 36,
+    # the first shape entry at 72).
+    h, t = dlbridge.empty_shared((2, 2), "int32")
+    track(h)
+    good = (SHM / h).read_bytes()
+
+    def corrupt(at, value):
+        data = bytearray(good)
+        data[at : at + len(value)] = value
+        return raw_segment(bytes(data))
+
+    for at, value, problem in [
+        (32, bytes([99]), "data type"),
+        (36, (2).to_bytes(4, sys.byteorder), "host memory"),
+        (72, (-2).to_bytes(8, sys.byteorder, signed=True), "negative"),
+        (72, (1000).to_bytes(8, sys.byteorder), "outside"),
+    ]:
+        name = corrupt(at, value)
+        with pytest.raises(ValueError, match=problem) as info:
+            dlbridge.from_shared(name, writable=True)
+        assert name in str(info.value)
+    del t
