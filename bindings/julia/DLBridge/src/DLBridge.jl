@@ -9,6 +9,8 @@ Zero-copy DLPack 1.3 tensor exchange for Julia, over the C ABI of libdlbridge (`
   every consumer has let go (on any thread).
 - [`DLBridge.Tensor`](@ref), [`DLBridge.import_tensor`](@ref), [`DLBridge.export_tensor`](@ref):
   exchange with the Rust core, C and every other frontend as DLPack managed tensors.
+- [`DLBridge.empty_shared`](@ref), [`DLBridge.to_shared`](@ref), [`DLBridge.from_shared`](@ref):
+  tensors in shared-memory segments, named by a handle string, for other processes.
 
 The library is `ENV["DLBRIDGE_LIB"]` or the repository's `target/release/libdlbridge.so`
 ([`DLBridge.library_path`](@ref)). Nothing is exported: call the functions qualified.
@@ -25,6 +27,7 @@ include("strided.jl")
 include("wrap.jl")
 include("share.jl")
 include("exchange.jl")
+include("shared_memory.jl")
 
 function __init__()
     load_library()

@@ -84,6 +84,7 @@ const DLB_FLAG_READ_ONLY = UInt64(1) << 0
 const DLB_FLAG_IS_COPIED = UInt64(1) << 1
 const DLB_DEVICE_TYPE_CPU = Int32(1)
 const CPU = CDevice(DLB_DEVICE_TYPE_CPU, 0)
+const DLB_SHM_HANDLE_CAPACITY = 256
 
 @cfunc dlb_last_error()::Cstring
 @cfunc dlb_tensor_empty(ndim::Int32, shape::Ptr{Int64}, dtype::CDtype,
@@ -108,6 +109,11 @@ const CPU = CDevice(DLB_DEVICE_TYPE_CPU, 0)
 @cfunc dlb_tensor_is_contiguous(t::Ptr{Cvoid}, order::Int32, out::Ptr{Cint})::Cint
 @cfunc dlb_tensor_copy(t::Ptr{Cvoid}, order::Int32, out::Ptr{Ptr{Cvoid}})::Cint
 @cfunc dlb_dtype_name(dtype::CDtype, buf::Ptr{UInt8}, len::Csize_t)::Cint
+@cfunc dlb_shm_empty(ndim::Int32, shape::Ptr{Int64}, dtype::CDtype, handle::Ptr{UInt8},
+                     handle_len::Csize_t, out::Ptr{Ptr{Cvoid}})::Cint
+@cfunc dlb_shm_export(t::Ptr{Cvoid}, handle::Ptr{UInt8}, handle_len::Csize_t,
+                      out::Ptr{Ptr{Cvoid}})::Cint
+@cfunc dlb_shm_open(handle::Cstring, writable::Cint, out::Ptr{Ptr{Cvoid}})::Cint
 
 # Status codes of include/dlbridge.h, by the exception each one raises. ArgumentError is the
 # default: the offending value came from the caller or the producer.
@@ -121,17 +127,20 @@ const STATUS_NAMES = Dict{Cint,String}(
     22 => "DLB_ERR_UNSUPPORTED_LAYOUT", 23 => "DLB_ERR_STRIDES_MISMATCH",
     24 => "DLB_ERR_BUFFER_TOO_SMALL", 25 => "DLB_ERR_DTYPE_MISMATCH", 26 => "DLB_ERR_NOT_ON_CPU",
     27 => "DLB_ERR_READ_ONLY", 28 => "DLB_ERR_UNKNOWN_NAME", 29 => "DLB_ERR_ALLOCATION_FAILED",
+    30 => "DLB_ERR_SHM_IO", 31 => "DLB_ERR_SHM_NOT_FOUND", 32 => "DLB_ERR_SHM_INVALID",
 )
 const DIMENSION_MISMATCH_STATUSES = (Cint(23), Cint(24))
-const ERROR_EXCEPTION_STATUSES = (Cint(2), Cint(3), Cint(29))
+const ERROR_EXCEPTION_STATUSES = (Cint(2), Cint(3), Cint(29), Cint(30))
 
 """
     DLBridge.status_exception(status, message) -> Exception
 
 The exception for a C ABI failure: `DimensionMismatch` for shape/stride/buffer-size mismatches,
-`ErrorException` for library faults (panic, allocation failure, unclassified errors), and
-`ArgumentError` for every other (invalid value) status. The text is `message` (the C library's
-`dlb_last_error()`, which names the offending value) followed by the status name.
+`ErrorException` for library and system faults (panic, allocation failure, unclassified errors,
+a failed shared-memory system call), and `ArgumentError` for every other (invalid value) status,
+among them a shared-memory handle that names no segment or an invalid one. The text is `message`
+(the C library's `dlb_last_error()`, which names the offending value) followed by the status
+name.
 """
 function status_exception(status::Integer, message::AbstractString)
     code = Cint(status)
@@ -144,5 +153,15 @@ end
 # Throws the exception of a nonzero status (kept out of line: the success path stays small).
 @noinline throw_status(status::Cint) = throw(status_exception(status, unsafe_string(dlb_last_error())))
 
-# The one error path of the C ABI: every status-returning call goes through `check`.
+# The one error path of the C ABI: every status-returning call goes through `check`. With a
+# `handle`, for calls about a shared-memory segment: the message names the handle (the C library
+# names it itself for segment errors, not for a header field that fails validation).
 @inline check(status::Cint) = (status == 0 || throw_status(status); nothing)
+@inline check(status::Cint, handle::String) = (status == 0 || throw_status(status, handle); nothing)
+
+@noinline function throw_status(status::Cint, handle::String)
+    message = unsafe_string(dlb_last_error())
+    quoted = repr(handle)  # as the C library quotes it
+    occursin(quoted, message) || (message = "shared memory segment $quoted: $message")
+    throw(status_exception(status, message))
+end

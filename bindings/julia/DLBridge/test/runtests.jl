@@ -23,6 +23,9 @@ include("producers.jl")
     @testset "errors" begin
         include("errors.jl")
     end
+    @testset "shared memory, across processes" begin
+        include("shared_memory.jl")
+    end
     @testset "type-stable paths" begin
         include("inferred.jl")
     end
