@@ -179,14 +179,13 @@ def test_to_shared_hands_the_segment_to_the_next_opener(track):
 def test_to_shared_in_process_keeps_no_reference(track):
     h = track(dlbridge.to_shared(np.ones(3)))
     gc.collect()
-    assert exists(h)
+    assert exists(h), "kept for the next opener"
     first = dlbridge.from_shared(h)
-    second = dlbridge.from_shared(h)
+    assert not exists(h), "the opener took the only reference: the name goes at once"
+    with pytest.raises(FileNotFoundError):
+        dlbridge.from_shared(h)
+    assert first.tolist() == [1.0, 1.0, 1.0], "the mapping outlives the name"
     del first
-    gc.collect()
-    assert exists(h), "the second opener still holds a reference"
-    assert second.tolist() == [1.0, 1.0, 1.0]
-    del second
     gc.collect()
     assert not exists(h)
 

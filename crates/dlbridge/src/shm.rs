@@ -11,7 +11,9 @@
 //! each [`open`] takes one, and each side releases its own when its last tensor is dropped; the
 //! side that releases the last reference removes the segment's name, so nothing is left behind.
 //! A producer that will not outlive the hand-over calls [`SharedTensor::handoff`]: its reference
-//! passes to the next [`open`] instead of being released.
+//! passes to the next [`open`] instead of being released. When that opener becomes the only
+//! holder, the segment's name is removed at once, so the memory goes with the opener's mapping
+//! even if its process dies without cleaning up.
 
 use std::ffi::CString;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
@@ -401,7 +403,17 @@ fn map_checked(handle: &str) -> Result<Mapping> {
     // SAFETY: the mapping is at least HEADER_LEN bytes and page-aligned.
     let header = unsafe { &*(base as *const Header) };
     check_header(header, size, handle).map_err(unmap)?;
-    claim_reference(header, handle).map_err(unmap)?;
+    let handed = claim_reference(header, handle).map_err(unmap)?;
+    if handed
+        && header.refcount.load(Ordering::Acquire) == 1
+        && header.handoffs.load(Ordering::Acquire) == 0
+    {
+        // This opener took over the only reference of a handed-over segment: nobody else may
+        // open it, so its name goes now. The memory stays while mapped and is freed by the
+        // kernel when this side unmaps — even if this process dies without cleaning up.
+        // SAFETY: a valid C string; the object stays alive through our mapping.
+        unsafe { libc::shm_unlink(cname.as_ptr()) };
+    }
     Ok(Mapping {
         base,
         len: size,
@@ -454,8 +466,8 @@ fn check_header(h: &Header, size: usize, handle: &str) -> Result<()> {
 }
 
 /// Takes a reference: a pending hand-over if there is one, else a new one — unless every side
-/// already released the segment.
-fn claim_reference(h: &Header, handle: &str) -> Result<()> {
+/// already released the segment. Returns whether a hand-over was taken.
+fn claim_reference(h: &Header, handle: &str) -> Result<bool> {
     let take = |counter: &AtomicU32, from_zero: bool| {
         counter
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| match n {
@@ -469,7 +481,7 @@ fn claim_reference(h: &Header, handle: &str) -> Result<()> {
         .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_sub(1))
         .is_ok();
     if handed || take(&h.refcount, false) {
-        Ok(())
+        Ok(handed)
     } else {
         Err(Error::ShmNotFound(handle.to_owned()))
     }

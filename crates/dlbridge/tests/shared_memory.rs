@@ -74,6 +74,10 @@ fn handoff_passes_the_producers_reference_to_the_consumer() {
         "a handed-over segment outlives its producer"
     );
     let opened = shm::open(&handle, Access::ReadWrite).unwrap();
+    assert!(
+        !exists(&handle),
+        "the only holder's name is removed at once: no leak if it dies"
+    );
     assert_eq!(opened.view().as_slice::<u64>().unwrap(), &[0, 1, 2, 3, 4]);
     drop(opened);
     assert!(!exists(&handle));
