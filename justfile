@@ -19,6 +19,7 @@ test:
     @scripts/test-python.sh
     @scripts/test-node.sh
     @scripts/test-julia.sh
+    @scripts/test-mojo.sh
 
 # Formatting, clippy and rustdoc with warnings as errors.
 lint:
@@ -26,7 +27,8 @@ lint:
     cargo clippy --workspace --all-targets --locked -- -D warnings
     RUSTDOCFLAGS="-D warnings" cargo doc --locked --no-deps -p dlbridge
 
-# Benchmarks (criterion for the core); writes docs/benchmarks.md and its plot.
+# Benchmarks, each against peers measured in the same run; writes docs/benchmarks.md.
 bench:
     @scripts/bench-core.sh
+    @scripts/bench-frontends.sh
     @scripts/bench-node.sh

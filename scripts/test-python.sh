@@ -6,20 +6,12 @@
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 venv=$(ensure_venv python-test "$REPO_ROOT/requirements/python-test.txt")
-wheels=$(mktemp -d)
-trap 'rm -rf "$wheels"' EXIT
 
 # The venv is shared by every clone: hold its lock from install to the end of the tests, so that
 # the package under test is the one built here.
 exec 8>"$venv.test.lock"
 flock 8
-
-log "building the dlbridge wheel"
-"$venv/bin/maturin" build --release --quiet \
-  --manifest-path "$REPO_ROOT/bindings/python/Cargo.toml" \
-  --interpreter "$venv/bin/python" --out "$wheels" >&2
-"$venv/bin/python" -m pip install --quiet --disable-pip-version-check \
-  --force-reinstall --no-deps "$wheels"/dlbridge-*.whl >&2
+"$REPO_ROOT/scripts/python-install.sh" >/dev/null
 
 log "running the Python tests"
 cd "$REPO_ROOT/bindings/python"

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Per-call benchmarks of the Python, Julia and Mojo frontends, each against its peers measured in
+# the same run; the Python and Julia scripts rewrite their sections of docs/benchmarks.md, the
+# Mojo one prints its table (copy it into the Mojo section by hand).
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+cd "$REPO_ROOT"
+
+log "building libdlbridge (release)"
+cargo build --locked --release -p dlbridge-capi >&2
+export DLBRIDGE_LIB=${CARGO_TARGET_DIR:-$REPO_ROOT/target}/release/libdlbridge.so
+
+python_venv=$(ensure_venv python-test "$REPO_ROOT/requirements/python-test.txt")
+exec 8>"$python_venv.test.lock"
+flock 8
+"$REPO_ROOT/scripts/python-install.sh" >/dev/null
+log "Python: bindings/python/bench/bench_dlpack.py"
+"$python_venv/bin/python" bindings/python/bench/bench_dlpack.py --write docs/benchmarks.md
+
+julia=$("$REPO_ROOT/scripts/install-julia.sh")
+log "Julia: bindings/julia/DLBridge/bench/wrap_share.jl"
+JULIA_DEPOT_PATH=$DLBRIDGE_CACHE/julia-depot "$julia" --startup-file=no \
+  --project=bindings/julia/DLBridge bindings/julia/DLBridge/bench/wrap_share.jl docs/benchmarks.md
+
+mojo_venv=$(ensure_venv mojo "$REPO_ROOT/requirements/mojo.txt")
+log "Mojo: bindings/mojo/bench/bench_from_dlpack.mojo"
+PATH=$mojo_venv/bin:$PATH MOJO_PYTHON=$python_venv/bin/python \
+  mojo run -I bindings/mojo bindings/mojo/bench/bench_from_dlpack.mojo

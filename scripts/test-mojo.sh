@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# Runs the Mojo package's tests (bindings/mojo/tests/test_*.mojo) with the real Mojo toolchain:
+# installs mojo-compiler (requirements/mojo.txt) into a cached venv, builds libdlbridge in release
+# mode (located by DLBRIDGE_LIB), builds and installs the dlbridge Python package into the
+# python-test venv (numpy, torch, jax) and makes that venv's interpreter the one Mojo embeds
+# (MOJO_PYTHON). Each file runs with `mojo run`; prints "N passed, M failed" summed over the
+# files and exits nonzero if any test fails. Arguments select test files by name, e.g.
+# `scripts/test-mojo.sh numpy` runs tests/test_numpy.mojo only.
+# shellcheck source-path=SCRIPTDIR source=lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+cd "$REPO_ROOT"
+mojo_venv=$(ensure_venv mojo "$REPO_ROOT/requirements/mojo.txt")
+python_venv=$(ensure_venv python-test "$REPO_ROOT/requirements/python-test.txt")
+
+log "building libdlbridge (cargo build --release -p dlbridge-capi)"
+cargo build --release -p dlbridge-capi >&2
+export DLBRIDGE_LIB=${CARGO_TARGET_DIR:-$REPO_ROOT/target}/release/libdlbridge.so
+
+# The python-test venv is shared by every clone: hold its lock from the install to the end of
+# the tests, so that the package under test is the one built here.
+exec 8>"$python_venv.test.lock"
+flock 8
+"$REPO_ROOT/scripts/python-install.sh" >/dev/null
+
+# mojo's bin holds the crashpad handler it looks for on PATH; MOJO_PYTHON picks the embedded
+# interpreter (and with it numpy, torch, jax and dlbridge).
+export PATH=$mojo_venv/bin:$PATH
+export MOJO_PYTHON=$python_venv/bin/python
+
+files=()
+for file in bindings/mojo/tests/test_*.mojo; do
+  name=$(basename "$file" .mojo)
+  if (( $# == 0 )) || [[ " $* " == *" ${name#test_} "* || " $* " == *" $name "* ]]; then
+    files+=("$file")
+  fi
+done
+(( ${#files[@]} )) || { log "no test file matches: $*"; exit 1; }
+
+passed=0 failed=0 status=0
+for file in "${files[@]}"; do
+  log "mojo run $file"
+  output=$(mojo run -I bindings/mojo "$file" 2>&1) || status=1
+  printf '%s\n' "$output"
+  # TestSuite's report ends with "Summary [ T ] N tests run: P passed , F failed , S skipped".
+  summary=$(sed -nE 's/.* tests run: ([0-9]+) passed *, *([0-9]+) failed.*/\1 \2/p' <<<"$output" |
+    tail -n 1)
+  if [[ -z $summary ]]; then
+    log "$file did not finish (no test summary): counted as one failure"
+    failed=$((failed + 1))
+    status=1
+    continue
+  fi
+  read -r p f <<<"$summary"
+  passed=$((passed + p))
+  failed=$((failed + f))
+done
+
+echo "$passed passed, $failed failed"
+exit "$status"
