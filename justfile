@@ -7,12 +7,12 @@ set shell := ["bash", "-euo", "pipefail", "-c"]
 default:
     @./just --list
 
-# Show a tensor travelling Rust -> C ABI -> Rust with addresses, copies and deleter counts.
+# One tensor travels numpy -> Rust -> Node -> Julia -> Mojo -> torch, never copied.
 demo:
     @scripts/demo.sh
 
 # The whole test suite: Rust core and C ABI (unit, property, fuzz, ABI layout, header
-# freshness), the C program under valgrind, then each frontend.
+# freshness), the C program under valgrind, each frontend, and the demo's checks.
 test:
     @scripts/test-rust.sh
     @scripts/test-capi.sh
@@ -20,6 +20,7 @@ test:
     @scripts/test-node.sh
     @scripts/test-julia.sh
     @scripts/test-mojo.sh
+    @scripts/demo.sh
 
 # Formatting, clippy and rustdoc with warnings as errors.
 lint:

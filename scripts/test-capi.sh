@@ -58,3 +58,9 @@ if ! grep -q 'ERROR SUMMARY: 0 errors' "$valgrind_log"; then
   exit 1
 fi
 log "C ABI test passed, valgrind clean"
+
+log "building and running examples/c/roundtrip.c"
+gcc -std=c11 -Wall -Wextra -Werror -I"$dlpack_include" -I"$capi/include" \
+  -o "$out_dir/roundtrip" examples/c/roundtrip.c -L"$lib_dir" -ldlbridge -Wl,-rpath,"$lib_dir"
+"$out_dir/roundtrip" >"$out_dir/roundtrip.log" || { cat "$out_dir/roundtrip.log"; exit 1; }
+log "examples/c/roundtrip.c ran clean"

@@ -1,0 +1,87 @@
+"""One tensor travels numpy -> Rust -> Node -> Julia -> Mojo -> torch.
+
+The tensor is allocated once, in a shared-memory segment, and never copied: numpy, Rust (the
+core behind `dlbridge.from_dlpack`) and torch share it in this process; Node, Julia and Mojo each
+run as a separate process and map the same pages by the segment's handle. Every hop prints its
+runtime, the address it sees, whether it copied, and a checksum, then adds 1 to one element so
+that the next hops (and torch at the end) can see it was really there.
+
+Run through `./just demo`, which builds everything and sets DLBRIDGE_DEMO_NODE, _JULIA and
+_MOJO to the commands that run each hop.
+"""
+
+import json
+import os
+import shlex
+import subprocess
+import sys
+
+import numpy as np
+import torch
+
+import dlbridge
+
+SHAPE = (4, 6)
+
+
+def checksum(values) -> float:
+    """Sum of the elements in row-major order, each weighted by its position (reorderings show)."""
+    flat = np.asarray(values, dtype=np.float64).reshape(-1)
+    return float((flat * np.arange(1, flat.size + 1)).sum())
+
+
+def row(runtime: str, where: str, address: int, copied: bool, total: float) -> None:
+    print(f"  {runtime:<7} {where:<24} 0x{address:012x}  copied={'yes' if copied else 'no ':<3}  checksum={total:8.1f}")
+
+
+def hop(runtime: str, command: str, handle: str, mark: int) -> dict:
+    """Runs one hop in its own process and returns what it reported."""
+    argv = shlex.split(command) + [handle, str(mark)]
+    done = subprocess.run(argv, capture_output=True, text=True)
+    if done.returncode != 0:
+        sys.exit(f"{runtime} hop failed ({done.returncode}):\n{done.stdout}\n{done.stderr}")
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    row(runtime, "own process, same pages", report["address"], report["copied"], report["checksum"])
+    return report
+
+
+def main() -> None:
+    print("dlbridge demo: one tensor, six runtimes, no copies")
+    print("numpy, Rust and torch share this process; Node, Julia and Mojo map the same pages\n")
+    handle, shared = dlbridge.empty_shared(SHAPE, "float32")
+    baseline_refs = sys.getrefcount(shared)
+
+    a = np.from_dlpack(shared)  # numpy over the segment
+    a[...] = np.arange(a.size, dtype=np.float32).reshape(SHAPE)
+    row("numpy", "this process", a.ctypes.data, False, checksum(a))
+
+    r = dlbridge.from_dlpack(a)  # validated by the Rust core, zero-copy
+    row("Rust", "this process", r.data_ptr, r.copied, checksum(r.tolist()))
+    expected = checksum(a)
+
+    for mark, name in enumerate(["node", "julia", "mojo"], start=1):
+        report = hop(name.capitalize(), os.environ[f"DLBRIDGE_DEMO_{name.upper()}"], handle, mark)
+        if abs(report["checksum"] - expected) > 1e-6:
+            sys.exit(f"{name} saw checksum {report['checksum']}, expected {expected}")
+        expected += mark + 1  # the hop added 1 to the element at row-major index `mark`
+
+    t = torch.from_dlpack(shared)  # back in this process: torch over the same pages
+    row("torch", "this process", t.data_ptr(), False, checksum(t.numpy()))
+    marks = [float(v) - i for i, v in enumerate(t.reshape(-1)[:4].tolist())]
+    print(f"\n  torch sees the marks Node, Julia and Mojo wrote: {marks[1:4]} (each +1)")
+    same = a.ctypes.data == r.data_ptr == t.data_ptr() == shared.data_ptr
+    print(f"  one address in this process for numpy, Rust and torch: {'yes' if same else 'NO'}")
+
+    exports = sys.getrefcount(shared) - baseline_refs
+    del a, r, t
+    released = sys.getrefcount(shared) - baseline_refs
+    print(f"  exports of the shared tensor (numpy's, torch's): {exports} alive, {released} after release")
+    del shared
+    gone = not os.path.exists(f"/dev/shm/{handle}")
+    print(f"  last owner gone: segment {handle} removed: {'yes' if gone else 'NO'}")
+    if not (same and released == 0 and gone and marks[1:4] == [1.0, 1.0, 1.0]):
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()
