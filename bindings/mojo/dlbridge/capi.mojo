@@ -22,6 +22,8 @@ comptime DEVICE_TYPE_CPU = 1
 """DLB_DEVICE_TYPE_CPU (kDLCPU)."""
 comptime ORDER_C: Int32 = 0
 """DLB_ORDER_C: row-major order."""
+comptime SHM_HANDLE_CAPACITY = 256
+"""DLB_SHM_HANDLE_CAPACITY: bytes that hold every segment handle and its terminating NUL."""
 
 
 struct DLBTensor:
@@ -144,6 +146,20 @@ struct CApi(Movable):
     var _info: def(TensorPtr, _Out[TensorDesc]) thin abi("C") -> c_int
     var _copy: def(TensorPtr, Int32, _Out[Optional[TensorPtr]]) thin abi("C") -> c_int
     var _dtype_name: def(UInt32, Pointer[c_char, MutAnyOrigin], UInt) thin abi("C") -> c_int
+    var _shm_empty: def(
+        Int32,
+        Optional[_I64Ptr],
+        UInt32,
+        Pointer[c_char, MutAnyOrigin],
+        UInt,
+        _Out[Optional[TensorPtr]],
+    ) thin abi("C") -> c_int
+    var _shm_export: def(
+        TensorPtr, Pointer[c_char, MutAnyOrigin], UInt, Optional[_Out[Optional[TensorPtr]]]
+    ) thin abi("C") -> c_int
+    var _shm_open: def(
+        Pointer[c_char, ImmUntrackedOrigin], c_int, _Out[Optional[TensorPtr]]
+    ) thin abi("C") -> c_int
 
     def __init__(out self, lib: OwnedDLHandle):
         """Resolves every function in `lib` (aborts naming the symbol if one is missing).
@@ -175,6 +191,9 @@ struct CApi(Movable):
         self._info = lib._get_function["dlb_tensor_info", type_of(self._info)]()
         self._copy = lib._get_function["dlb_tensor_copy", type_of(self._copy)]()
         self._dtype_name = lib._get_function["dlb_dtype_name", type_of(self._dtype_name)]()
+        self._shm_empty = lib._get_function["dlb_shm_empty", type_of(self._shm_empty)]()
+        self._shm_export = lib._get_function["dlb_shm_export", type_of(self._shm_export)]()
+        self._shm_open = lib._get_function["dlb_shm_open", type_of(self._shm_open)]()
 
     def _check(self, status: c_int, call: StaticString) raises:
         if status != 0:
@@ -401,6 +420,85 @@ struct CApi(Movable):
         )
         _ = buf^  # read through buf_ptr above: keep the buffer alive until here
         return name
+
+
+    def shm_empty(self, shape: List[Int], dtype: UInt32) raises -> Tuple[String, TensorPtr]:
+        """`dlb_shm_empty`: a zero-filled, C-contiguous tensor in a new shared-memory segment.
+
+        Args:
+            shape: Dimension sizes.
+            dtype: The packed `dlb_dtype`.
+
+        Returns:
+            The segment's handle and a new handle over the segment (this side's reference).
+
+        Raises:
+            On negative dims, overflow, an invalid dtype or when the segment cannot be made (no
+            segment is left behind then).
+        """
+        var buf = List[c_char](length=SHM_HANDLE_CAPACITY, fill=0)
+        var buf_ptr = buf.unsafe_ptr().unsafe_origin_cast[MutAnyOrigin]()
+        var out = Optional[TensorPtr]()
+        self._check(
+            self._shm_empty(
+                Int32(len(shape)), _int64s(shape), dtype, buf_ptr, UInt(len(buf)), _out(out)
+            ),
+            "dlb_shm_empty",
+        )
+        var handle = String(
+            StringSlice(unsafe_from_utf8=CStringSpan(unsafe_from_ptr=buf_ptr.as_imm()))
+        )
+        _ = buf^  # read through buf_ptr above: keep the buffer alive until here
+        return (handle^, out.value())
+
+    def shm_export(self, tensor: TensorPtr) raises -> String:
+        """`dlb_shm_export` with `out` NULL: copies the tensor into a new segment in C order
+        and hands the segment over to the next opener (this side keeps no reference).
+
+        Args:
+            tensor: A live handle in host memory (not consumed).
+
+        Returns:
+            The segment's handle.
+
+        Raises:
+            For device memory, packed sub-byte elements, or when the segment cannot be made.
+        """
+        var buf = List[c_char](length=SHM_HANDLE_CAPACITY, fill=0)
+        var buf_ptr = buf.unsafe_ptr().unsafe_origin_cast[MutAnyOrigin]()
+        self._check(
+            self._shm_export(tensor, buf_ptr, UInt(len(buf)), None), "dlb_shm_export"
+        )
+        var handle = String(
+            StringSlice(unsafe_from_utf8=CStringSpan(unsafe_from_ptr=buf_ptr.as_imm()))
+        )
+        _ = buf^  # read through buf_ptr above: keep the buffer alive until here
+        return handle^
+
+    def shm_open(self, handle: String, writable: Bool) raises -> TensorPtr:
+        """`dlb_shm_open`: maps the segment named `handle` without copying.
+
+        Args:
+            handle: The segment's handle.
+            writable: Map the data writable; else read-only pages and FLAG_READ_ONLY.
+
+        Returns:
+            A new handle over the segment (this side's reference).
+
+        Raises:
+            For a malformed handle, a segment that does not exist (any more), an invalid
+            segment or a failed system call; the message names the handle.
+        """
+        var name = handle.copy()  # as_c_string_span NUL-terminates its own string
+        var out = Optional[TensorPtr]()
+        var status = self._shm_open(
+            name.as_c_string_span().ptr().as_imm().unsafe_origin_cast[ImmUntrackedOrigin](),
+            c_int(Int(writable)),
+            _out(out),
+        )
+        _ = name^  # read by the call above: keep the string alive until here
+        self._check(status, "dlb_shm_open")
+        return out.value()
 
 
 def library_path() -> String:

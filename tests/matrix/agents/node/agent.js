@@ -1,0 +1,486 @@
+'use strict';
+// The Node agent of the cross-language matrix (tests/matrix/PROTOCOL.md): one request line in on
+// stdin, one response line out on stdout. Launch from the repository root with
+//
+//   node --expose-gc tests/matrix/agents/node/agent.js
+//
+// (--expose-gc: the release checks collect garbage and compare dlbridge's native counts).
+// Everything that is not a response goes to stderr.
+//
+// Lifetimes: V8 keeps an async function's locals (block-scoped ones too) alive across `await`,
+// so every tensor and typed array is made and checked in synchronous helpers, and the ones that
+// must live across a collection are held in plain state objects whose fields are cleared before
+// collecting. Only primitives (handles, counts) stay in the async request handlers.
+
+const readline = require('node:readline');
+const { setImmediate: nextTurn } = require('node:timers/promises');
+const dlbridge = require('../../../../bindings/node');
+
+const { fromTypedArray, importPointer, toShared, fromShared, addressOf, _debug } = dlbridge;
+
+// ---------------------------------------------------------------------------------------------
+// dtypes: the typed array of the producer's memory, its `dtype` option, elements per tensor
+// element, and how the formula's values become that array's elements (and back).
+
+/** float16 bits of a number exactly representable as a normal float16 (or zero). */
+function float16Bits(x) {
+  if (x === 0) return Object.is(x, -0) ? 0x8000 : 0;
+  const sign = x < 0 ? 0x8000 : 0;
+  const a = Math.abs(x);
+  const exponent = Math.floor(Math.log2(a));
+  const mantissa = (a / 2 ** exponent - 1) * 1024;
+  if (exponent < -14 || exponent > 15 || !Number.isInteger(mantissa)) {
+    throw new Error(`${x} is not exactly representable as a normal float16`);
+  }
+  return sign | ((exponent + 15) << 10) | mantissa;
+}
+
+/** The number a float16 bit pattern stands for. */
+function float16Value(bits) {
+  const sign = bits & 0x8000 ? -1 : 1;
+  const exponent = (bits >> 10) & 0x1f;
+  const mantissa = bits & 0x3ff;
+  if (exponent === 0) return sign * mantissa * 2 ** -24;
+  if (exponent === 0x1f) return mantissa ? NaN : sign * Infinity;
+  return sign * (1 + mantissa / 1024) * 2 ** (exponent - 15);
+}
+
+const f32 = new Float32Array(1);
+const f32Bits = new Uint32Array(f32.buffer);
+
+/** bfloat16 bits of a number exactly representable as a bfloat16. */
+function bfloat16Bits(x) {
+  f32[0] = x;
+  if (f32[0] !== x || (f32Bits[0] & 0xffff) !== 0) {
+    throw new Error(`${x} is not exactly representable as a bfloat16`);
+  }
+  return f32Bits[0] >>> 16;
+}
+
+/** The number a bfloat16 bit pattern stands for. */
+function bfloat16Value(bits) {
+  f32Bits[0] = (bits & 0xffff) << 16;
+  return f32[0];
+}
+
+const integer = (v) => v - 30;
+const half = (v) => (v - 30) * 0.5;
+const identity = (x) => x;
+
+/**
+ * Per dtype: `Array` (the typed array), `dtype` (the option, when it is not the array's own),
+ * `per` (array elements per tensor element), `encode(v)` → array elements for formula value v,
+ * `decode(elements)` → the value to compare (a string for display and comparison),
+ * `sentinel(element0)` → array elements of the sentinel.
+ */
+function scalar(Array, expected, toArray, fromArray, sentinel) {
+  return {
+    Array,
+    per: 1,
+    encode: (v) => [toArray(expected(v))],
+    expected: (v) => String(expected(v)),
+    decode: (elements) => String(fromArray(elements[0])),
+    sentinel: (element0) => [toArray(sentinel(element0))],
+  };
+}
+
+const DTYPES = {
+  bool: {
+    ...scalar(Uint8Array, (v) => v % 2 === 1, (b) => (b ? 1 : 0), (byte) => (byte === 0 ? 'false' : byte === 1 ? 'true' : `byte ${byte}`), (e0) => !e0),
+    dtype: 'bool',
+  },
+  int8: scalar(Int8Array, integer, identity, identity, () => 42),
+  int16: scalar(Int16Array, integer, identity, identity, () => 42),
+  int32: scalar(Int32Array, integer, identity, identity, () => 42),
+  int64: scalar(BigInt64Array, (v) => BigInt(v - 30), identity, identity, () => 42n),
+  uint8: scalar(Uint8Array, identity, identity, identity, () => 42),
+  uint16: scalar(Uint16Array, identity, identity, identity, () => 42),
+  uint32: scalar(Uint32Array, identity, identity, identity, () => 42),
+  uint64: scalar(BigUint64Array, (v) => BigInt(v), identity, identity, () => 42n),
+  float16: { ...scalar(Uint16Array, half, float16Bits, float16Value, () => 42), dtype: 'float16' },
+  bfloat16: { ...scalar(Uint16Array, half, bfloat16Bits, bfloat16Value, () => 42), dtype: 'bfloat16' },
+  float32: scalar(Float32Array, half, identity, identity, () => 42),
+  float64: scalar(Float64Array, half, identity, identity, () => 42),
+};
+for (const [name, Array] of [
+  ['complex64', Float32Array],
+  ['complex128', Float64Array],
+]) {
+  DTYPES[name] = {
+    Array,
+    dtype: name,
+    per: 2,
+    encode: (v) => [(v - 30) * 0.5, (30 - v) * 0.25],
+    expected: (v) => `${(v - 30) * 0.5}${(30 - v) * 0.25 < 0 ? '' : '+'}${(30 - v) * 0.25}i`,
+    decode: ([re, im]) => `${re}${im < 0 || Object.is(im, -0) ? '' : '+'}${im}i`,
+    sentinel: () => [42, 0],
+  };
+}
+
+/** Logical element 0's value (v = 3) as the formula gives it; the bool sentinel is its negation. */
+const element0 = (spec) => spec.expected(3) === 'true';
+
+// ---------------------------------------------------------------------------------------------
+// Layouts: the case's shape, and how the producer lays it out in its memory (in elements).
+
+const LAYOUTS = {
+  c: { shape: [3, 4], strides: [4, 1], offset: 0, length: 12 },
+  f: { shape: [3, 4], strides: [1, 3], offset: 0, length: 12 },
+  strided: { shape: [3, 4], strides: [16, 2], offset: 0, length: 48 },
+  negative: { shape: [3, 4], strides: [4, -1], offset: 3, length: 12 },
+  zero_d: { shape: [], strides: [], offset: 0, length: 1 },
+  empty: { shape: [0, 3], strides: [3, 1], offset: 0, length: 0 },
+  readonly: { shape: [3, 4], strides: [4, 1], offset: 0, length: 12, readonly: true },
+};
+const ROW_MAJOR = new Set(['c', 'zero_d', 'empty', 'readonly']);
+
+const product = (shape) => shape.reduce((a, b) => a * b, 1);
+const formula = (i) => (7 * i + 3) % 61;
+
+/** Row-major logical index → element offset from element 0, for `strides`. */
+function elementOffset(i, shape, strides) {
+  let offset = 0;
+  for (let axis = shape.length - 1; axis >= 0; axis--) {
+    offset += (i % shape[axis]) * strides[axis];
+    i = Math.floor(i / shape[axis]);
+  }
+  return offset;
+}
+
+/** Row-major strides of `shape` (in elements). */
+function rowMajor(shape) {
+  const strides = new Array(shape.length);
+  let stride = 1;
+  for (let axis = shape.length - 1; axis >= 0; axis--) {
+    strides[axis] = stride;
+    stride *= shape[axis];
+  }
+  return strides;
+}
+
+class CheckFailed extends Error {}
+const check = (condition, message) => {
+  if (!condition) throw new CheckFailed(message);
+};
+const fmt = (x) => (Array.isArray(x) ? `[${x.join(', ')}]` : String(x));
+
+/** The producer's memory for a case: a typed array with the formula's values laid out. */
+function makeProducerArray(spec, layout) {
+  const array = new spec.Array(layout.length * spec.per);
+  const n = product(layout.shape);
+  for (let i = 0; i < n; i++) {
+    const at = (layout.offset + elementOffset(i, layout.shape, layout.strides)) * spec.per;
+    spec.encode(formula(i)).forEach((element, k) => {
+      array[at + k] = element;
+    });
+  }
+  return array;
+}
+
+/** The producer's tensor over that array. */
+function makeProducerTensor(spec, layout, array) {
+  const options = { shape: layout.shape, strides: layout.strides, offset: layout.offset };
+  if (spec.dtype) options.dtype = spec.dtype;
+  if (layout.readonly) options.readonly = true;
+  return fromTypedArray(array, options);
+}
+
+/** Checks every element of a row-major typed array (of `n` tensor elements); returns n. */
+function checkElements(spec, elements, n, what) {
+  check(elements.length === n * spec.per, `${what} has ${elements.length} typed-array elements, expected ${n * spec.per}`);
+  for (let i = 0; i < n; i++) {
+    const got = spec.decode(Array.from(elements.subarray(i * spec.per, (i + 1) * spec.per)));
+    const want = spec.expected(formula(i));
+    check(got === want, `${what} element ${i} is ${got}, expected ${want}`);
+  }
+  return n;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Release checks: dlbridge's native counts, after collecting until they stop changing
+// (finalizers run on later turns of the event loop).
+
+async function collect(rounds = 30) {
+  let last = '';
+  for (let i = 0; i < rounds; i++) {
+    global.gc();
+    await nextTurn();
+    const now = JSON.stringify(_debug.counts());
+    if (now === last && i >= 3) return;
+    last = now;
+  }
+}
+
+/** Counts relative to `base`: every field of now − base. */
+function delta(base) {
+  const now = _debug.counts();
+  const out = {};
+  for (const key of Object.keys(now)) out[key] = now[key] - base[key];
+  return out;
+}
+const showDelta = (d) =>
+  `released ${d.releasedTensors}, live ${d.liveTensors}, pinned JS buffers ${d.pinnedJsBuffers}, ` +
+  `external buffers ${d.externalBuffers}, pending exports ${d.pendingExports}`;
+
+/** After everything a request made is gone: exactly `released` tensors released, nothing live. */
+function checkAllReleased(base, released, what) {
+  const d = delta(base);
+  check(
+    d.releasedTensors === released &&
+      d.liveTensors === 0 &&
+      d.pinnedJsBuffers === 0 &&
+      d.externalBuffers === 0 &&
+      d.pendingExports === 0,
+    `${what}: expected ${released} release(s) and nothing left alive, counts changed by: ${showDelta(d)}`,
+  );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Requests.
+
+/** Parses DTYPE LAYOUT into the case (an unknown name is a `fail` naming it). */
+function caseOf(words) {
+  const [dtypeName, layoutName] = words;
+  const spec = DTYPES[dtypeName];
+  const layout = LAYOUTS[layoutName];
+  if (!spec) throw new CheckFailed(`unknown dtype ${dtypeName}`);
+  if (!layout) throw new CheckFailed(`unknown layout ${layoutName}`);
+  return { dtypeName, spec, layout, layoutName };
+}
+
+/** `self`, part 1: produce, export, import, check, write the sentinel. Returns held state. */
+function selfStart({ dtypeName, spec, layout, layoutName }) {
+  const state = { array: makeProducerArray(spec, layout), producer: null, imported: null };
+  state.producer = makeProducerTensor(spec, layout, state.array);
+  state.bufferRef = new WeakRef(state.array.buffer);
+  const n = product(layout.shape);
+  const before = _debug.counts();
+  const pointer = state.producer.exportPointer();
+  check(typeof pointer === 'bigint' && pointer !== 0n, `exportPointer returned ${pointer}`);
+  state.imported = importPointer(pointer);
+  const u = state.imported;
+  const t = state.producer;
+  check(delta(before).pendingExports === 0, `the import did not take the export: ${showDelta(delta(before))}`);
+
+  check(fmt(u.shape) === fmt(layout.shape), `import shape ${fmt(u.shape)}, expected ${fmt(layout.shape)}`);
+  check(t.dtype === dtypeName, `producer dtype ${t.dtype}, expected ${dtypeName}`);
+  check(u.dtype === dtypeName, `import dtype ${u.dtype}, expected ${dtypeName}`);
+  if (n > 0) {
+    check(fmt(u.strides) === fmt(layout.strides), `import strides ${fmt(u.strides)}, expected ${fmt(layout.strides)}`);
+  }
+  check(u.readonly === !!layout.readonly, `import readonly is ${u.readonly}, expected ${!!layout.readonly}`);
+  check(u.copied === false, 'import copied is true on an in-process exchange');
+  // Zero-copy: the import's element 0 is the producer's, which is in the producer's array.
+  check(u.dataPtr === t.dataPtr, `import element 0 at ${u.dataPtr}, producer's at ${t.dataPtr}`);
+  if (n > 0) {
+    const expected = addressOf(state.array) + BigInt(layout.offset * spec.per * state.array.BYTES_PER_ELEMENT);
+    check(t.dataPtr === expected, `producer element 0 at ${t.dataPtr}, its typed array puts it at ${expected}`);
+  }
+
+  // Every element, read through the import: a view where the layout is row-major (and writable),
+  // a row-major copy otherwise.
+  const viewable = ROW_MAJOR.has(layoutName) && !layout.readonly;
+  let elements = viewable ? u.toTypedArray() : u.toTypedArray({ copy: true });
+  if (viewable && n > 0) {
+    check(elements.buffer === state.array.buffer, "the import's typed array is not a view of the producer's ArrayBuffer");
+  }
+  checkElements(spec, elements, n, 'import');
+
+  // The sentinel, written to logical element 0 through the import, read through the producer.
+  let sentinel = 'skipped';
+  if (!layout.readonly && n > 0) {
+    if (viewable) {
+      const value = spec.sentinel(element0(spec));
+      value.forEach((element, k) => {
+        elements[k] = element;
+      });
+      const at = layout.offset * spec.per;
+      const seen = Array.from(state.array.subarray(at, at + spec.per));
+      check(
+        seen.every((element, k) => element === value[k]),
+        `sentinel ${spec.decode(value)} written through the import, producer reads ${spec.decode(seen)}`,
+      );
+      sentinel = 'written';
+    } else {
+      sentinel = 'no-view';
+    }
+  }
+  elements = null;
+  return { state, n, sentinel, address: t.dataPtr };
+}
+
+async function selfCase(words) {
+  const kase = caseOf(words);
+  await collect();
+  const base = _debug.counts();
+  const { state, n, sentinel, address } = selfStart(kase);
+  // Drop the producer's Tensor object (its array stays with the test): the import alone holds
+  // the memory now, so nothing may be released yet.
+  state.producer = null;
+  await collect();
+  let d = delta(base);
+  check(
+    d.releasedTensors === 0 && d.liveTensors === 1 && d.pinnedJsBuffers === 1,
+    `released before the import was dropped: ${showDelta(d)}`,
+  );
+  check(state.imported.dataPtr === address, `import element 0 moved to ${state.imported.dataPtr} from ${address}`);
+  state.imported = null;
+  state.array = null;
+  await collect();
+  checkAllReleased(base, 1, 'after dropping the import');
+  check(state.bufferRef.deref() === undefined, "the producer's ArrayBuffer was not collected after every release");
+  if (sentinel === 'no-view') {
+    return (
+      `unsupported sentinel write through the import: the Node frontend views only row-major ` +
+      `tensors as typed arrays (toTypedArray throws ERR_DLBRIDGE_NOT_CONTIGUOUS for strides ` +
+      `${fmt(kase.layout.strides)}), so it cannot write a non-row-major import in place; ` +
+      `checked ok: ${n} elements, element-0 address equal, released once and not before`
+    );
+  }
+  return `ok ${n} zero-copy`;
+}
+
+/** `produce`, part 1: the case tensor, handed over to a new segment. */
+function produceStart({ spec, layout }) {
+  const state = { array: makeProducerArray(spec, layout), producer: null };
+  state.producer = makeProducerTensor(spec, layout, state.array);
+  state.bufferRef = new WeakRef(state.array.buffer);
+  state.handle = toShared(state.producer);
+  check(typeof state.handle === 'string' && state.handle.length > 0, `toShared returned ${state.handle}`);
+  return state;
+}
+
+/** Removes a segment nobody will open (a produce that failed after the hand-over). */
+function discard(handle) {
+  try {
+    fromShared(handle);
+  } catch (error) {
+    process.stderr.write(`node agent: could not remove segment ${handle}: ${error.message}\n`);
+  }
+}
+
+async function produceCase(words) {
+  const kase = caseOf(words);
+  await collect();
+  const base = _debug.counts();
+  const state = produceStart(kase);
+  try {
+    // toShared keeps no reference: only our own tensor holds the producer's memory.
+    await collect();
+    let d = delta(base);
+    check(d.releasedTensors === 0 && d.liveTensors === 1, `after toShared, with the tensor held: ${showDelta(d)}`);
+    state.producer = null;
+    state.array = null;
+    await collect();
+    checkAllReleased(base, 1, 'after dropping the producer');
+    check(state.bufferRef.deref() === undefined, "the producer's ArrayBuffer was not collected after its release");
+  } catch (error) {
+    state.producer = null;
+    state.array = null;
+    discard(state.handle);
+    await collect();
+    throw error;
+  }
+  return `ok ${state.handle}`;
+}
+
+/** `consume`, part 1: open, check, return the element count. */
+function consumeCheck({ dtypeName, spec, layout }, handle) {
+  const readonly = !!layout.readonly;
+  const tensor = fromShared(handle, { writable: !readonly });
+  const n = product(layout.shape);
+  const want = dtypeName;
+  check(fmt(tensor.shape) === fmt(layout.shape), `shape ${fmt(tensor.shape)}, expected ${fmt(layout.shape)}`);
+  check(tensor.dtype === want, `dtype ${tensor.dtype}, expected ${want}`);
+  check(tensor.copied === true, 'copied is false, expected true (a shared-memory exchange copies once)');
+  check(tensor.readonly === readonly, `readonly is ${tensor.readonly}, expected ${readonly}`);
+  check(tensor.device.type === 'cpu', `device ${tensor.device.type}, expected cpu`);
+  if (n > 0) {
+    const strides = rowMajor(layout.shape);
+    const ok = tensor.strides.every((s, axis) => layout.shape[axis] === 1 || s === strides[axis]);
+    check(ok, `strides ${fmt(tensor.strides)}, expected row-major ${fmt(strides)}`);
+  }
+  // A zero-copy view of the mapping when writable; read-only pages are read through a copy.
+  const elements = readonly ? tensor.toTypedArray({ copy: true }) : tensor.toTypedArray();
+  return checkElements(spec, elements, n, 'segment');
+}
+
+async function consumeCase(words) {
+  if (words.length !== 3) throw new CheckFailed(`consume needs DTYPE LAYOUT HANDLE, got ${words.length} words`);
+  const kase = caseOf(words);
+  await collect();
+  const base = _debug.counts();
+  const n = consumeCheck(kase, words[2]);
+  await collect();
+  checkAllReleased(base, 1, 'after dropping the consumed tensor');
+  return `ok ${n}`;
+}
+
+async function answer(line) {
+  const words = line.trim().split(' ').filter((w) => w !== '');
+  const [request, ...rest] = words;
+  switch (request) {
+    case 'hello':
+      return 'ok node';
+    case 'self':
+      return selfCase(rest);
+    case 'produce':
+      return produceCase(rest);
+    case 'consume':
+      return consumeCase(rest);
+    default:
+      throw new CheckFailed(`unknown request ${JSON.stringify(line)}`);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The loop: requests one at a time, one response line each.
+
+const oneLine = (text) => String(text).replace(/[\r\n]+/g, ' ').trim();
+
+function respond(text) {
+  process.stdout.write(`${oneLine(text)}\n`);
+}
+
+process.stdout.on('error', (error) => {
+  // The driver went away (EPIPE): nothing left to answer.
+  process.stderr.write(`node agent: stdout: ${error.message}\n`);
+  process.exitCode = 0;
+  process.stdin.destroy();
+});
+process.on('uncaughtException', (error) => {
+  process.stderr.write(`node agent: uncaught ${error && error.stack}\n`);
+});
+process.on('unhandledRejection', (error) => {
+  process.stderr.write(`node agent: unhandled rejection ${error && error.stack}\n`);
+});
+
+async function main() {
+  if (typeof global.gc !== 'function') {
+    process.stderr.write('node agent: run with node --expose-gc (the release checks need it)\n');
+  }
+  const lines = readline.createInterface({ input: process.stdin, crlfDelay: Infinity, terminal: false });
+  for await (const line of lines) {
+    if (line.trim() === 'quit') break;
+    if (line.trim() === '') continue;
+    let response;
+    try {
+      if (typeof global.gc !== 'function' && !line.startsWith('hello')) {
+        throw new CheckFailed('the agent was started without --expose-gc, so it cannot check releases');
+      }
+      response = await answer(line);
+    } catch (error) {
+      const name = error instanceof CheckFailed ? '' : `${error && error.code ? error.code : error && error.name}: `;
+      response = `fail ${name}${error && error.message}`;
+    }
+    respond(response);
+  }
+  lines.close();
+  // End by draining the event loop (never process.exit(): shared tensors release on a normal end).
+  process.exitCode = 0;
+}
+
+main().catch((error) => {
+  process.stderr.write(`node agent: ${error && error.stack}\n`);
+  process.exitCode = 1;
+});

@@ -1,0 +1,514 @@
+#!/usr/bin/env python3
+"""The Python agent of the cross-language matrix (see tests/matrix/PROTOCOL.md).
+
+The Python runtime's producer memory is numpy (bfloat16 through ``ml_dtypes.bfloat16``); its
+frontend is the ``dlbridge`` package. One request line in on stdin, one response line out on
+stdout (flushed); anything else goes to stderr.
+
+numpy's own ``__dlpack__`` refuses ml_dtypes' bfloat16 ("DLPack only supports signed/unsigned
+integers, float and complex dtypes"), so for bfloat16 this agent exports the numpy array itself:
+a hand-built ``DLManagedTensorVersioned`` (ctypes) over the array's memory, whose deleter drops
+the array. Every other dtype goes through numpy's ``__dlpack__``.
+
+Launch (from the repository root): ``"$venv/bin/python" tests/matrix/agents/python/agent.py``
+where ``venv=$(scripts/python-install.sh)``.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import gc
+import math
+import sys
+import traceback
+import weakref
+
+# Responses go to the real stdout only; stray prints (ours or a library's) go to stderr.
+_OUT = sys.stdout
+sys.stdout = sys.stderr
+
+try:
+    import numpy as np
+
+    import dlbridge
+except Exception as _e:  # noqa: BLE001 - reported on every request instead of crashing
+    np = None
+    dlbridge = None
+    _IMPORT_ERROR = f"{type(_e).__name__}: {_e}"
+else:
+    _IMPORT_ERROR = None
+
+try:
+    import ml_dtypes
+except Exception as _e:  # noqa: BLE001
+    ml_dtypes = None
+    _ML_DTYPES_ERROR = f"{type(_e).__name__}: {_e}"
+else:
+    _ML_DTYPES_ERROR = None
+
+
+DTYPES = (
+    "bool int8 int16 int32 int64 uint8 uint16 uint32 uint64 "
+    "float16 bfloat16 float32 float64 complex64 complex128"
+).split()
+LAYOUTS = ("c", "f", "strided", "negative", "zero_d", "empty", "readonly")
+
+# Producer strides in elements, per layout (None: not checked; empty arrays have arbitrary ones).
+PRODUCER_STRIDES = {
+    "c": (4, 1),
+    "f": (1, 3),
+    "strided": (16, 2),
+    "negative": (4, -1),
+    "zero_d": (),
+    "empty": None,
+    "readonly": (4, 1),
+}
+
+
+class Fail(Exception):
+    """A failed check; the message names the offending values."""
+
+
+class Unsupported(Exception):
+    """The runtime cannot express this case."""
+
+
+# --------------------------------------------------------------------------------------------
+# The case set
+
+
+def case_shape(layout: str) -> tuple[int, ...]:
+    if layout == "zero_d":
+        return ()
+    if layout == "empty":
+        return (0, 3)
+    return (3, 4)
+
+
+def expected_value(dtype: str, i: int):
+    v = (7 * i + 3) % 61
+    if dtype == "bool":
+        return v % 2 == 1
+    if dtype.startswith("int"):
+        return v - 30
+    if dtype.startswith("uint"):
+        return v
+    if dtype.startswith("complex"):
+        return complex((v - 30) * 0.5, (30 - v) * 0.25)
+    return (v - 30) * 0.5  # float16, bfloat16, float32, float64
+
+
+def sentinel(dtype: str):
+    if dtype == "bool":
+        return not expected_value(dtype, 0)  # element 0 is v = 3: true, so the sentinel is false
+    if dtype.startswith(("int", "uint")):
+        return 42
+    if dtype.startswith("complex"):
+        return complex(42.0, 0.0)
+    return 42.0
+
+
+def np_dtype(dtype: str):
+    if dtype == "bfloat16":
+        if ml_dtypes is None:
+            raise Unsupported(f"bfloat16 needs ml_dtypes, which did not import ({_ML_DTYPES_ERROR})")
+        return np.dtype(ml_dtypes.bfloat16)
+    return np.dtype(dtype)
+
+
+def parse_case(dtype: str, layout: str) -> None:
+    if dtype not in DTYPES:
+        raise Fail(f"unknown dtype {dtype!r}")
+    if layout not in LAYOUTS:
+        raise Fail(f"unknown layout {layout!r}")
+
+
+def build(dtype: str, layout: str):
+    """(base, view): base is the numpy array that owns the producer memory, view the case tensor
+    (a view of base, or base itself)."""
+    dt = np_dtype(dtype)
+    shape = case_shape(layout)
+    n = math.prod(shape)
+    logical = np.empty(shape, dtype=dt)
+    flat = logical.reshape(-1)
+    for i in range(n):
+        flat[i] = expected_value(dtype, i)
+    del flat
+
+    if layout in ("c", "zero_d", "empty", "readonly"):
+        base = np.empty(shape, dtype=dt)
+        base[...] = logical
+        if layout == "readonly":
+            base.setflags(write=False)
+        view = base
+    elif layout == "f":
+        base = np.asfortranarray(logical)
+        view = base
+    elif layout == "strided":
+        base = np.zeros((6, 8), dtype=dt)
+        view = base[::2, ::2]
+        view[...] = logical
+    elif layout == "negative":
+        base = np.empty((3, 4), dtype=dt)
+        view = base[:, ::-1]
+        view[...] = logical
+    else:  # pragma: no cover - parse_case rejects it
+        raise Fail(f"unknown layout {layout!r}")
+    del logical
+
+    if base.base is not None:
+        raise Fail(f"producer base array for {layout} does not own its memory")
+    if view.shape != shape:
+        raise Fail(f"producer view has shape {view.shape}, expected {shape}")
+    want = PRODUCER_STRIDES[layout]
+    got = tuple(s // dt.itemsize for s in view.strides)
+    if want is not None and got != want:
+        raise Fail(f"producer view has strides {got}, expected {want}")
+    if layout == "readonly" and view.flags.writeable:
+        raise Fail("producer readonly array is writeable")
+    return base, view
+
+
+class ReleaseCounter:
+    """Counts runs of the weakref finalizer of a producer's base array."""
+
+    def __init__(self, base) -> None:
+        self.count = 0
+        self._finalizer = weakref.finalize(base, self._released)
+        self._finalizer.atexit = False
+
+    def _released(self) -> None:
+        self.count += 1
+
+
+# --------------------------------------------------------------------------------------------
+# A DLPack 1.3 exporter for numpy arrays whose dtype numpy cannot export (bfloat16)
+
+
+class _DLDevice(ctypes.Structure):
+    _fields_ = [("device_type", ctypes.c_int32), ("device_id", ctypes.c_int32)]
+
+
+class _DLDataType(ctypes.Structure):
+    _fields_ = [("code", ctypes.c_uint8), ("bits", ctypes.c_uint8), ("lanes", ctypes.c_uint16)]
+
+
+class _DLTensor(ctypes.Structure):
+    _fields_ = [
+        ("data", ctypes.c_void_p),
+        ("device", _DLDevice),
+        ("ndim", ctypes.c_int32),
+        ("dtype", _DLDataType),
+        ("shape", ctypes.POINTER(ctypes.c_int64)),
+        ("strides", ctypes.POINTER(ctypes.c_int64)),
+        ("byte_offset", ctypes.c_uint64),
+    ]
+
+
+class _DLPackVersion(ctypes.Structure):
+    _fields_ = [("major", ctypes.c_uint32), ("minor", ctypes.c_uint32)]
+
+
+class _DLManagedTensorVersioned(ctypes.Structure):
+    pass
+
+
+_DELETER = ctypes.CFUNCTYPE(None, ctypes.POINTER(_DLManagedTensorVersioned))
+_DLManagedTensorVersioned._fields_ = [
+    ("version", _DLPackVersion),
+    ("manager_ctx", ctypes.c_void_p),
+    ("deleter", _DELETER),
+    ("flags", ctypes.c_uint64),
+    ("dl_tensor", _DLTensor),
+]
+
+_K_DL_CPU = 1
+_K_DL_BFLOAT = 4
+_FLAG_READ_ONLY = 1 << 0
+_CAPSULE_NAME = ctypes.create_string_buffer(b"dltensor_versioned")  # PyCapsule keeps the pointer
+
+# Live exports: address of the managed struct -> (struct, shape, strides, array) kept alive.
+_exports: dict[int, tuple] = {}
+_deleter_calls = 0
+
+
+def _release_export(address: int) -> None:
+    global _deleter_calls
+    _deleter_calls += 1
+    _exports.pop(address, None)
+
+
+@_DELETER
+def _managed_deleter(managed) -> None:
+    _release_export(ctypes.cast(managed, ctypes.c_void_p).value)
+
+
+# Capsule calls take the capsule as a raw pointer: the destructor runs while the capsule is being
+# deallocated, when it must not be turned back into a Python reference.
+_PyCapsule_New = ctypes.pythonapi.PyCapsule_New
+_PyCapsule_New.restype = ctypes.py_object
+_PyCapsule_New.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
+_PyCapsule_IsValid = ctypes.pythonapi.PyCapsule_IsValid
+_PyCapsule_IsValid.restype = ctypes.c_int
+_PyCapsule_IsValid.argtypes = [ctypes.c_void_p, ctypes.c_char_p]
+_PyCapsule_GetPointer = ctypes.pythonapi.PyCapsule_GetPointer
+_PyCapsule_GetPointer.restype = ctypes.c_void_p
+_PyCapsule_GetPointer.argtypes = [ctypes.c_void_p, ctypes.c_char_p]
+
+_CAPSULE_DESTRUCTOR = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
+
+
+@_CAPSULE_DESTRUCTOR
+def _capsule_destructor(capsule) -> None:
+    # An unconsumed capsule still owns its tensor: free it (a consumer renames it "used_...").
+    if _PyCapsule_IsValid(capsule, b"dltensor_versioned"):
+        _release_export(_PyCapsule_GetPointer(capsule, b"dltensor_versioned"))
+
+
+def export_bfloat16(view) -> object:
+    """A "dltensor_versioned" capsule over the numpy bfloat16 array `view` (zero-copy); the
+    capsule's deleter drops the array."""
+    ndim = view.ndim
+    itemsize = view.dtype.itemsize
+    shape = (ctypes.c_int64 * max(ndim, 1))(*view.shape)
+    strides = (ctypes.c_int64 * max(ndim, 1))(*(s // itemsize for s in view.strides))
+    managed = _DLManagedTensorVersioned()
+    major, minor = dlbridge.DLPACK_VERSION
+    managed.version = _DLPackVersion(major, minor)
+    managed.manager_ctx = None
+    managed.deleter = _managed_deleter
+    managed.flags = 0 if view.flags.writeable else _FLAG_READ_ONLY
+    tensor = managed.dl_tensor
+    tensor.data = view.__array_interface__["data"][0]
+    tensor.device = _DLDevice(_K_DL_CPU, 0)
+    tensor.ndim = ndim
+    tensor.dtype = _DLDataType(_K_DL_BFLOAT, 16, 1)
+    tensor.shape = shape if ndim else None
+    tensor.strides = strides if ndim else None
+    tensor.byte_offset = 0
+    address = ctypes.addressof(managed)
+    _exports[address] = (managed, shape, strides, view)
+    return _PyCapsule_New(
+        address, ctypes.addressof(_CAPSULE_NAME), ctypes.cast(_capsule_destructor, ctypes.c_void_p)
+    )
+
+
+def dlpack_source(dtype: str, view):
+    """What the frontend imports for the producer's `view`."""
+    return export_bfloat16(view) if dtype == "bfloat16" else view
+
+
+# --------------------------------------------------------------------------------------------
+# Checks
+
+
+def flatten(nested, ndim: int) -> list:
+    """Row-major elements of `Tensor.tolist()`'s result."""
+    if ndim == 0:
+        return [nested]
+    out: list = []
+
+    def walk(x, depth: int) -> None:
+        if depth == ndim:
+            out.append(x)
+        else:
+            for y in x:
+                walk(y, depth + 1)
+
+    walk(nested, 0)
+    return out
+
+
+_PY_TYPE = {"bool": bool, "int": int, "uint": int, "float": float, "bfloat": float, "complex": complex}
+
+
+def python_type(dtype: str):
+    for prefix in ("bool", "uint", "int", "bfloat", "float", "complex"):
+        if dtype.startswith(prefix):
+            return _PY_TYPE[prefix]
+    raise Fail(f"unknown dtype {dtype!r}")
+
+
+def check_elements(dtype: str, elements: list, n: int, where: str) -> None:
+    if len(elements) != n:
+        raise Fail(f"{where} has {len(elements)} elements, expected {n}")
+    want_type = python_type(dtype)
+    for i, got in enumerate(elements):
+        want = expected_value(dtype, i)
+        if type(got) is not want_type or got != want:
+            raise Fail(f"{where} element {i} is {got!r} ({type(got).__name__}), expected {want!r}")
+
+
+def check_tensor(t, dtype: str, layout: str, *, copied: bool, where: str) -> int:
+    shape = case_shape(layout)
+    if t.shape != shape:
+        raise Fail(f"{where} shape is {t.shape}, expected {shape}")
+    if t.dtype != dtype:
+        raise Fail(f"{where} dtype is {t.dtype}, expected {dtype}")
+    if t.device != (1, 0):
+        raise Fail(f"{where} device is {t.device}, expected (1, 0)")
+    if t.copied != copied:
+        raise Fail(f"{where} copied is {t.copied}, expected {copied}")
+    readonly = layout == "readonly"
+    if t.readonly != readonly:
+        raise Fail(f"{where} readonly is {t.readonly}, expected {readonly}")
+    n = math.prod(shape)
+    if t.size != n:
+        raise Fail(f"{where} size is {t.size}, expected {n}")
+    check_elements(dtype, flatten(t.tolist(), len(shape)), n, f"{where} (tolist)")
+    if dtype != "bfloat16":  # numpy imports no bfloat16 over DLPack
+        a = np.from_dlpack(t)
+        if a.shape != shape or a.dtype != np.dtype(dtype):
+            raise Fail(f"{where} numpy import is {a.dtype}{a.shape}, expected {dtype}{shape}")
+        if a.flags.writeable == readonly:
+            raise Fail(f"{where} numpy import writeable is {a.flags.writeable}, expected {not readonly}")
+        check_elements(dtype, a.reshape(-1).tolist(), n, f"{where} (numpy import)")
+        del a
+    return n
+
+
+def write_sentinel(t, dtype: str, value) -> None:
+    """Writes `value` to logical element 0 through the import `t`."""
+    if dtype == "bfloat16":
+        raw = np.array(value, dtype=np_dtype(dtype)).tobytes()
+        ctypes.memmove(t.data_ptr, raw, len(raw))
+        return
+    a = np.from_dlpack(t)
+    if not a.flags.writeable:
+        raise Fail("numpy import of the writable tensor is not writeable")
+    a[(0,) * a.ndim] = value
+    del a
+
+
+# --------------------------------------------------------------------------------------------
+# Requests
+
+
+def do_self(dtype: str, layout: str) -> str:
+    parse_case(dtype, layout)
+    base, view = build(dtype, layout)
+    released = ReleaseCounter(base)
+    del base  # `view` (or the base itself, under that name) keeps the memory
+    deleter_before = _deleter_calls
+    n = math.prod(view.shape)
+    addr0 = view.__array_interface__["data"][0]
+    want_strides = tuple(s // view.dtype.itemsize for s in view.strides)
+
+    t = dlbridge.from_dlpack(dlpack_source(dtype, view))
+    check_tensor(t, dtype, layout, copied=False, where="import")
+    if n and t.strides != want_strides:
+        raise Fail(f"import strides are {t.strides}, expected the producer's {want_strides}")
+    if n and t.data_ptr != addr0:
+        raise Fail(f"import element 0 is at {t.data_ptr:#x}, producer's at {addr0:#x}: not zero-copy")
+    if n and layout != "readonly":
+        value = sentinel(dtype)
+        write_sentinel(t, dtype, value)
+        got = view[(0,) * view.ndim].item()
+        if got != value:
+            raise Fail(f"producer reads element 0 as {got!r} after writing sentinel {value!r} through the import")
+
+    if released.count != 0:
+        raise Fail(f"producer memory released {released.count} times while the import lives")
+    del t
+    if released.count != 0:
+        raise Fail(f"producer memory released {released.count} times after dropping the import, while the producer's view lives")
+    if dtype == "bfloat16" and _deleter_calls - deleter_before != 1:
+        raise Fail(f"bfloat16 export deleter ran {_deleter_calls - deleter_before} times, expected 1")
+    del view
+    if released.count != 1:
+        gc.collect()
+        raise Fail(f"producer memory released {released.count} times after dropping everything, expected 1")
+    return f"ok {n} zero-copy"
+
+
+def do_produce(dtype: str, layout: str) -> str:
+    parse_case(dtype, layout)
+    base, view = build(dtype, layout)
+    released = ReleaseCounter(base)
+    del base
+    deleter_before = _deleter_calls
+    handle = dlbridge.to_shared(dlpack_source(dtype, view))
+    try:
+        if released.count != 0:
+            raise Fail(f"producer memory released {released.count} times while the producer's view lives")
+        if dtype == "bfloat16" and _deleter_calls - deleter_before != 1:
+            raise Fail(f"bfloat16 export deleter ran {_deleter_calls - deleter_before} times, expected 1")
+        del view
+        if released.count != 1:
+            gc.collect()
+            raise Fail(f"producer memory released {released.count} times after the hand-over, expected 1")
+    except BaseException:
+        # Nobody will consume this handle: take the segment back so /dev/shm is left clean.
+        try:
+            dlbridge.from_shared(handle)
+        except Exception:  # noqa: BLE001
+            traceback.print_exc()
+        raise
+    if not handle or any(c.isspace() for c in handle):
+        raise Fail(f"to_shared returned an unusable handle {handle!r}")
+    return f"ok {handle}"
+
+
+def do_consume(dtype: str, layout: str, handle: str) -> str:
+    parse_case(dtype, layout)
+    readonly = layout == "readonly"
+    t = dlbridge.from_shared(handle, writable=not readonly)
+    shape = case_shape(layout)
+    c_strides = tuple(math.prod(shape[k + 1 :]) for k in range(len(shape)))
+    n = check_tensor(t, dtype, layout, copied=True, where=f"segment {handle}")
+    if n and t.strides != c_strides:
+        raise Fail(f"segment {handle} strides are {t.strides}, expected C order {c_strides}")
+    del t
+    return f"ok {n}"
+
+
+def handle_request(words: list[str]) -> str | None:
+    if not words:
+        raise Fail("empty request")
+    cmd, args = words[0], words[1:]
+    if cmd == "hello" and not args:
+        return "ok python"
+    if cmd == "quit" and not args:
+        return None
+    if _IMPORT_ERROR is not None:
+        raise Fail(f"numpy/dlbridge did not import: {_IMPORT_ERROR}")
+    if cmd == "produce" and len(args) == 2:
+        return do_produce(*args)
+    if cmd == "consume" and len(args) == 3:
+        return do_consume(*args)
+    if cmd == "self" and len(args) == 2:
+        return do_self(*args)
+    raise Fail(f"unknown request {' '.join(words)!r}")
+
+
+def one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+def respond(line: str) -> None:
+    _OUT.write(one_line(line) + "\n")
+    _OUT.flush()
+
+
+def main() -> int:
+    for raw in sys.stdin:
+        words = raw.strip("\r\n").split(" ")
+        words = [w for w in words if w]
+        try:
+            response = handle_request(words)
+        except Unsupported as e:
+            response = f"unsupported {e}"
+        except Fail as e:
+            response = f"fail {e}"
+        except Exception as e:  # noqa: BLE001 - an agent never crashes on a case
+            traceback.print_exc()
+            response = f"fail {type(e).__name__}: {e}"
+        if response is None:
+            return 0
+        respond(response)
+        gc.collect()  # frames of a failed case may hold tensors: release them before the next one
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
