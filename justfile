@@ -12,7 +12,8 @@ demo:
     @scripts/demo.sh
 
 # The whole test suite: Rust core and C ABI (unit, property, fuzz, ABI layout, header
-# freshness), the C program under valgrind, each frontend, and the demo's checks.
+# freshness), the C program under valgrind, each frontend, the cross-language matrix (writes
+# docs/matrix.md) and the demo's checks.
 test:
     @scripts/test-rust.sh
     @scripts/test-capi.sh
@@ -20,6 +21,7 @@ test:
     @scripts/test-node.sh
     @scripts/test-julia.sh
     @scripts/test-mojo.sh
+    @scripts/test-matrix.sh
     @scripts/demo.sh
 
 # Formatting, clippy and rustdoc with warnings as errors.

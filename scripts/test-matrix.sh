@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# The cross-language matrix (tests/matrix): builds every frontend and both native agents, starts
+# one agent per runtime and lets tests/matrix/driver.py exchange the case set between every
+# ordered pair; prints the table and writes docs/matrix.md.
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+source "$REPO_ROOT/scripts/frontends.sh"
+cd "$REPO_ROOT"
+
+target=${CARGO_TARGET_DIR:-$REPO_ROOT/target}
+build_frontends "$target/matrix-build.log"
+log "building the Rust and C agents"
+cargo build --locked --release --quiet -p dlbridge-matrix-agent
+bash tests/matrix/agents/c/build.sh >&2
+
+export DLBRIDGE_MATRIX_RUST="$target/release/dlbridge-matrix-agent"
+export DLBRIDGE_MATRIX_C="$target/matrix/c-agent"
+export DLBRIDGE_MATRIX_PYTHON="$PYTHON_VENV/bin/python tests/matrix/agents/python/agent.py"
+export DLBRIDGE_MATRIX_NODE="node --expose-gc tests/matrix/agents/node/agent.js"
+export DLBRIDGE_MATRIX_JULIA="$JULIA --startup-file=no --project=bindings/julia/DLBridge tests/matrix/agents/julia/agent.jl"
+export DLBRIDGE_MATRIX_MOJO="mojo run -I bindings/mojo tests/matrix/agents/mojo/agent.mojo"
+log "running the matrix"
+"$PYTHON_VENV/bin/python" tests/matrix/driver.py
