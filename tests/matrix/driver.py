@@ -141,6 +141,7 @@ def main() -> int:
     for producer in RUNTIMES:
         for consumer in RUNTIMES:
             tally = {"ok": 0, "fail": 0, "unsupported": 0}
+            cell_started = time.monotonic()
             for dtype in DTYPES:
                 for layout in LAYOUTS:
                     if producer not in agents or consumer not in agents:
@@ -152,6 +153,7 @@ def main() -> int:
                         failures.append(f"{producer} -> {consumer} {dtype} {layout}: {detail}")
                     elif status == "unsupported":
                         unsupported.setdefault(detail, []).append(f"{producer}->{consumer} {dtype}/{layout}")
+            tally["seconds"] = time.monotonic() - cell_started
             cells[producer, consumer] = tally
     for agent in agents.values():
         agent.close()
@@ -196,9 +198,11 @@ def render(cells, failures, unsupported, leftovers, broken, ok, fail, unsup, ela
             mark = "" if t["fail"] == 0 else " **FAILED**"
             row.append(f"{t['ok']}/{supported} {how}{mark}")
         lines.append(f"| **{p}** | " + " | ".join(row) + " |")
+    slowest = sorted(cells.items(), key=lambda kv: -kv[1]["seconds"])[:3]
     lines += [
         "",
-        f"Totals: {ok} passed, {fail} failed, {unsup} not expressible (listed below); {elapsed:.0f} s.",
+        f"Totals: {ok} passed, {fail} failed, {unsup} not expressible (listed below); {elapsed:.0f} s"
+        " (slowest pairs: " + ", ".join(f"{p} -> {c} {t['seconds']:.0f} s" for (p, c), t in slowest) + ").",
         "",
     ]
     if unsupported:
