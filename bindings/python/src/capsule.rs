@@ -76,6 +76,14 @@ unsafe fn delete(export: &Export) {
 /// # Safety
 /// The GIL is held (capsule destructors run with it).
 pub(crate) unsafe fn preserving_exception(release: impl FnOnce()) {
+    // SAFETY: GIL held (function contract); a query.
+    if unsafe { ffi::PyErr_Occurred() }.is_null() {
+        // Nothing in flight (the usual case): only make sure nothing `release` raised escapes.
+        release();
+        // SAFETY: GIL held.
+        unsafe { ffi::PyErr_Clear() };
+        return;
+    }
     let (mut ty, mut value, mut traceback) = (ptr::null_mut(), ptr::null_mut(), ptr::null_mut());
     // SAFETY: GIL held; Fetch/Restore pass ownership of the three references back and forth.
     unsafe { ffi::PyErr_Fetch(&mut ty, &mut value, &mut traceback) };

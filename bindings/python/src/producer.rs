@@ -41,7 +41,7 @@ fn lent_tensor(tensor: TensorRef<'_, '_>) -> (DLTensor, Flags) {
         }
     };
     let tensor = DLTensor {
-        data: if v.size() == 0 {
+        data: if v.shape().contains(&0) {
             ptr::null_mut()
         } else {
             v.data_ptr().cast()
