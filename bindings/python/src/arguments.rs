@@ -1,6 +1,8 @@
 //! Conversion of the protocol's keyword arguments (`copy`, `max_version`, devices), shared by
 //! `from_dlpack` and `Tensor.__dlpack__`. Wrong types are TypeErrors; unknown names ValueErrors.
 
+use std::sync::atomic::{AtomicI64, AtomicPtr, Ordering};
+
 use dlbridge::Device;
 use pyo3::ffi;
 use pyo3::prelude::*;
@@ -45,8 +47,37 @@ pub(crate) fn int_pair(arg: &str, value: Borrowed<'_, '_, PyAny>) -> PyResult<(i
     })
 }
 
+/// The last exact `max_version` tuple seen, with its major version. Consumers pass the same
+/// constant tuple on every call, so its address identifies it; the reference held here keeps that
+/// address from being reused by another object. Only touched with the GIL held.
+static LAST_MAX_VERSION: AtomicPtr<ffi::PyObject> = AtomicPtr::new(std::ptr::null_mut());
+static LAST_MAJOR: AtomicI64 = AtomicI64::new(0);
+
 /// The major version of a `max_version` argument (a `(major, minor)` tuple of ints).
 pub(crate) fn major_version(value: Borrowed<'_, '_, PyAny>) -> PyResult<i64> {
+    if value.as_ptr() == LAST_MAX_VERSION.load(Ordering::Relaxed) {
+        return Ok(LAST_MAJOR.load(Ordering::Relaxed));
+    }
+    let major = parse_major_version(value)?;
+    // Remember exact tuples only: they are immutable, so the cached answer stays right.
+    // SAFETY: the GIL is held (a bound argument is at hand); the new reference is kept until it
+    // is replaced, then released under the GIL.
+    unsafe {
+        let raw = value.as_ptr();
+        if ffi::Py_TYPE(raw) == &raw mut ffi::PyTuple_Type {
+            ffi::Py_IncRef(raw);
+            LAST_MAJOR.store(major, Ordering::Relaxed);
+            let old = LAST_MAX_VERSION.swap(raw, Ordering::Relaxed);
+            if !old.is_null() {
+                ffi::Py_DecRef(old);
+            }
+        }
+    }
+    Ok(major)
+}
+
+/// Reads the major version of a `max_version` argument.
+fn parse_major_version(value: Borrowed<'_, '_, PyAny>) -> PyResult<i64> {
     // Fast path for the usual exact `tuple` of two exact `int`s: type pointer comparisons and
     // borrowed items, no conversions; anything else goes through `int_pair`.
     // SAFETY: type objects are static data; GetItem on a 2-tuple is in range and borrowed.

@@ -143,22 +143,23 @@ pub(crate) fn consume(
     producer_read_only: impl FnOnce() -> bool,
 ) -> PyResult<ManagedTensor> {
     let raw = capsule.as_ptr();
-    // SAFETY: `capsule` is a capsule (callers check); GetName does not fail on a valid capsule.
+    // Fast path, the usual versioned capsule: GetPointer compares the name itself.
+    // SAFETY: `capsule` is a capsule (callers check); on a name mismatch GetPointer returns NULL
+    // with a ValueError set, which is cleared below (capsules never hold NULL pointers).
+    let pointer = unsafe { ffi::PyCapsule_GetPointer(raw, VERSIONED.as_ptr()) };
+    if !pointer.is_null() {
+        // SAFETY: SetName only fails for an invalid capsule; the new name is a static string.
+        unsafe { ffi::PyCapsule_SetName(raw, USED_VERSIONED.as_ptr()) };
+        // SAFETY: the renamed capsule no longer owns the tensor: we do, exactly once.
+        return unsafe { ManagedTensor::from_versioned(pointer.cast()) }.map_err(to_py_err);
+    }
+    // SAFETY: the GIL is held; this clears the mismatch error set just above.
+    unsafe { ffi::PyErr_Clear() };
+    // SAFETY: a valid capsule; GetName does not fail on one.
     let name = unsafe { ffi::PyCapsule_GetName(raw) };
     // SAFETY: capsule names are NUL-terminated strings that live as long as the capsule.
     let name = (!name.is_null()).then(|| unsafe { CStr::from_ptr(name) });
     match name {
-        Some(n) if n == VERSIONED => {
-            // SAFETY: the name matches, so GetPointer succeeds; SetName only fails for an invalid
-            // capsule, and the new name is a static string.
-            let pointer = unsafe {
-                let p = ffi::PyCapsule_GetPointer(raw, VERSIONED.as_ptr());
-                ffi::PyCapsule_SetName(raw, USED_VERSIONED.as_ptr());
-                p
-            };
-            // SAFETY: the renamed capsule no longer owns the tensor: we do, exactly once.
-            unsafe { ManagedTensor::from_versioned(pointer.cast()) }.map_err(to_py_err)
-        }
         Some(n) if n == LEGACY => {
             let flags = if producer_read_only() {
                 Flags::READ_ONLY

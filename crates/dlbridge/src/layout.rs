@@ -147,29 +147,38 @@ pub fn byte_span(
         strides: strides.to_vec(),
         byte_offset,
     };
-    let to_isize = |v: i128| isize::try_from(v).map_err(|_| overflow());
-    let offset = i128::from(byte_offset);
-    if shape.contains(&0) {
-        let at = to_isize(offset)?;
-        return Ok(ByteSpan { start: at, end: at });
-    }
-    let (mut low, mut high) = (0i128, 0i128);
+    let offset = isize::try_from(byte_offset).map_err(|_| overflow())?;
+    let item = isize::try_from(itemsize).map_err(|_| overflow())?;
+    // Element offsets of the lowest and highest element, then bytes; every step is checked, so
+    // any layout whose span leaves the isize range is an error (import validation relies on it).
+    let (mut low, mut high, mut empty) = (0isize, 0isize, false);
     for (&d, &s) in shape.iter().zip(strides) {
-        let reach = i128::from(d - 1) * i128::from(s);
-        if reach < 0 {
-            low += reach;
-        } else {
-            high += reach;
+        if d == 0 {
+            empty = true;
+            continue;
         }
-        if low < i128::from(i64::MIN) || high > i128::from(i64::MAX) {
-            return Err(overflow());
-        }
+        let reach = isize::try_from(d - 1)
+            .ok()
+            .zip(isize::try_from(s).ok())
+            .and_then(|(n, s)| n.checked_mul(s))
+            .ok_or_else(overflow)?;
+        let bound = if reach < 0 { &mut low } else { &mut high };
+        *bound = bound.checked_add(reach).ok_or_else(overflow)?;
     }
-    let size = itemsize as i128;
-    Ok(ByteSpan {
-        start: to_isize(offset + low * size)?,
-        end: to_isize(offset + (high + 1) * size)?,
-    })
+    if empty {
+        return Ok(ByteSpan {
+            start: offset,
+            end: offset,
+        });
+    }
+    let bytes = |elements: isize| {
+        elements
+            .checked_mul(item)
+            .and_then(|b| b.checked_add(offset))
+    };
+    let start = bytes(low).ok_or_else(overflow)?;
+    let end = high.checked_add(1).and_then(bytes).ok_or_else(overflow)?;
+    Ok(ByteSpan { start, end })
 }
 
 /// Checks that `strides` has one entry per dimension.
