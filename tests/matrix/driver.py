@@ -185,6 +185,8 @@ def render(cells, failures, unsupported, leftovers, broken, ok, fail, unsup, ela
         "process; the agent proved the same element-0 address, a write seen by the producer, and one",
         "release. **shm**: different processes; one copy into a shared-memory segment at export, none",
         "at import; the producer's memory was released exactly once and no segment is left behind.",
+        "The Python agent's producer memory is numpy's; every tensor it imports is also handed to",
+        "torch, jax and mlx, whose imports are checked (values, and zero-copy where the peer shares).",
         "",
         "| producer \\ consumer | " + " | ".join(RUNTIMES) + " |",
         "|---|" + "---|" * len(RUNTIMES),

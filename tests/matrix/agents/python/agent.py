@@ -10,6 +10,9 @@ integers, float and complex dtypes"), so for bfloat16 this agent exports the num
 a hand-built ``DLManagedTensorVersioned`` (ctypes) over the array's memory, whose deleter drops
 the array. Every other dtype goes through numpy's ``__dlpack__``.
 
+Every ``self`` and ``consume`` case also hands the imported ``dlbridge.Tensor`` to the peers
+torch, jax and mlx and checks their imports (see "Peers" below).
+
 Launch (from the repository root): ``"$venv/bin/python" tests/matrix/agents/python/agent.py``
 where ``venv=$(scripts/python-install.sh)``.
 """
@@ -21,6 +24,7 @@ import gc
 import math
 import sys
 import traceback
+import warnings
 import weakref
 
 # Responses go to the real stdout only; stray prints (ours or a library's) go to stderr.
@@ -380,6 +384,141 @@ def write_sentinel(t, dtype: str, value) -> None:
     del a
 
 
+
+# --------------------------------------------------------------------------------------------
+# Peers: every imported tensor is also handed to torch, jax and mlx (imported lazily, once, on
+# the first case, so `hello` stays fast). pyarrow is a DLPack producer only and has no 2-D
+# tensors to produce the case shapes with, so it is not a peer here (tests/python covers it).
+#
+# What each peer checks, and what it is not asked (its own limitation, not the case's):
+# - torch (`torch.from_dlpack`): shape, strides, every element, and zero-copy (element-0 address
+#   equals the import's). Not asked: `negative` (torch has no negative strides). For `readonly`
+#   torch keeps no read-only flag on its tensors; it may share or copy the memory, so only the
+#   values are asserted (any warning goes to stderr).
+# - jax (`jax.dlpack.from_dlpack`): shape, dtype and every element; zero-copy when the import is
+#   C-contiguous and element 0 is 64-byte aligned (jax copies otherwise). Not asked: `negative`
+#   and `strided` (jax takes compact striding only), the 64-bit dtypes unless jax_enable_x64 is
+#   set (jax would narrow them), and `readonly` when dlbridge refuses jax's legacy (unversioned)
+#   capsule request with BufferError (a legacy capsule cannot carry the read-only flag).
+# - mlx (`mx.from_dlpack`, a copy): shape and every element; float64 and complex128 arrive as
+#   float32 and complex64 (mlx's conversion default; the case values are exact in both). Not
+#   asked: `negative` (mlx refuses negative strides).
+
+_peers: dict | None = None
+
+
+def peers() -> dict:
+    global _peers
+    if _peers is None:
+        loaded = {}
+        try:
+            import torch
+
+            loaded["torch"] = torch
+        except Exception as e:  # noqa: BLE001
+            loaded["torch"] = f"{type(e).__name__}: {e}"
+        try:
+            import jax
+            import jax.dlpack
+
+            loaded["jax"] = jax
+        except Exception as e:  # noqa: BLE001
+            loaded["jax"] = f"{type(e).__name__}: {e}"
+        try:
+            import mlx.core as mx
+
+            loaded["mlx"] = mx
+        except Exception as e:  # noqa: BLE001
+            loaded["mlx"] = f"{type(e).__name__}: {e}"
+        _peers = loaded
+        # The peers bring a large heap of module objects: move it out of the collector's reach
+        # so the full collection after every request (main) stays cheap.
+        gc.collect()
+        gc.freeze()
+    return _peers
+
+
+def peer(name: str):
+    mod = peers()[name]
+    if isinstance(mod, str):
+        raise Fail(f"peer {name} did not import: {mod}")
+    return mod
+
+
+_WIDE = ("int64", "uint64", "float64", "complex128")
+
+
+def check_torch(t, dtype: str, layout: str, where: str) -> None:
+    if layout == "negative":
+        return  # torch has no negative strides
+    torch = peer("torch")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        x = torch.from_dlpack(t)
+    for w in caught:
+        print(f"torch warning on {dtype} {layout}: {w.message}", file=sys.stderr)
+    want_dtype = getattr(torch, dtype)
+    if x.dtype != want_dtype:
+        raise Fail(f"{where} torch import dtype is {x.dtype}, expected {want_dtype}")
+    if tuple(x.shape) != t.shape:
+        raise Fail(f"{where} torch import shape is {tuple(x.shape)}, expected {t.shape}")
+    n = t.size
+    if n and tuple(x.stride()) != t.strides:
+        raise Fail(f"{where} torch import strides are {tuple(x.stride())}, expected {t.strides}")
+    if n and layout != "readonly" and x.data_ptr() != t.data_ptr:
+        raise Fail(f"{where} torch import element 0 is at {x.data_ptr():#x}, dlbridge's at {t.data_ptr:#x}: not zero-copy")
+    check_elements(dtype, flatten(x.tolist(), x.dim()), n, f"{where} (torch import)")
+
+
+def check_jax(t, dtype: str, layout: str, where: str) -> None:
+    if layout in ("negative", "strided"):
+        return  # jax takes compact striding only
+    jax = peer("jax")
+    if dtype in _WIDE and not jax.config.jax_enable_x64:
+        return  # jax without x64 would narrow the dtype
+    try:
+        y = jax.dlpack.from_dlpack(t)
+    except BufferError as e:
+        if layout == "readonly" and "read-only" in str(e):
+            return  # jax asks for a legacy capsule, which cannot carry the read-only flag
+        raise Fail(f"{where} jax import failed: BufferError: {e}") from e
+    if str(y.dtype) != dtype:
+        raise Fail(f"{where} jax import dtype is {y.dtype}, expected {dtype}")
+    if tuple(y.shape) != t.shape:
+        raise Fail(f"{where} jax import shape is {tuple(y.shape)}, expected {t.shape}")
+    n = t.size
+    c_strides = tuple(math.prod(t.shape[k + 1 :]) for k in range(t.ndim))
+    if n and t.data_ptr % 64 == 0 and t.strides == c_strides:
+        got = y.unsafe_buffer_pointer()
+        if got != t.data_ptr:
+            raise Fail(f"{where} jax import of 64-byte-aligned C-contiguous data is at {got:#x}, dlbridge's at {t.data_ptr:#x}: not zero-copy")
+    check_elements(dtype, np.asarray(y).reshape(-1).tolist(), n, f"{where} (jax import)")
+
+
+# mlx spells bool `bool_`; it narrows float64 and complex128.
+_MLX_DTYPE = {"bool": "bool_", "float64": "float32", "complex128": "complex64"}
+
+
+def check_mlx(t, dtype: str, layout: str, where: str) -> None:
+    if layout == "negative":
+        return  # mlx refuses negative strides
+    mx = peer("mlx")
+    z = mx.from_dlpack(t)
+    want_dtype = getattr(mx, _MLX_DTYPE.get(dtype, dtype))
+    if z.dtype != want_dtype:
+        raise Fail(f"{where} mlx import dtype is {z.dtype}, expected {want_dtype}")
+    if tuple(z.shape) != t.shape:
+        raise Fail(f"{where} mlx import shape is {tuple(z.shape)}, expected {t.shape}")
+    check_elements(dtype, flatten(z.tolist(), z.ndim), t.size, f"{where} (mlx import)")
+
+
+def check_peers(t, dtype: str, layout: str, where: str) -> None:
+    """Hands the dlbridge import `t` to every peer; their imports are dropped on return."""
+    check_torch(t, dtype, layout, where)
+    check_jax(t, dtype, layout, where)
+    check_mlx(t, dtype, layout, where)
+
+
 # --------------------------------------------------------------------------------------------
 # Requests
 
@@ -400,6 +539,7 @@ def do_self(dtype: str, layout: str) -> str:
         raise Fail(f"import strides are {t.strides}, expected the producer's {want_strides}")
     if n and t.data_ptr != addr0:
         raise Fail(f"import element 0 is at {t.data_ptr:#x}, producer's at {addr0:#x}: not zero-copy")
+    check_peers(t, dtype, layout, "import")
     if n and layout != "readonly":
         value = sentinel(dtype)
         write_sentinel(t, dtype, value)
@@ -458,6 +598,7 @@ def do_consume(dtype: str, layout: str, handle: str) -> str:
     n = check_tensor(t, dtype, layout, copied=True, where=f"segment {handle}")
     if n and t.strides != c_strides:
         raise Fail(f"segment {handle} strides are {t.strides}, expected C order {c_strides}")
+    check_peers(t, dtype, layout, f"segment {handle}")
     del t
     return f"ok {n}"
 
