@@ -482,17 +482,22 @@ def check_jax(t, dtype: str, layout: str, where: str) -> None:
         if layout == "readonly" and "read-only" in str(e):
             return  # jax asks for a legacy capsule, which cannot carry the read-only flag
         raise Fail(f"{where} jax import failed: BufferError: {e}") from e
-    if str(y.dtype) != dtype:
-        raise Fail(f"{where} jax import dtype is {y.dtype}, expected {dtype}")
-    if tuple(y.shape) != t.shape:
-        raise Fail(f"{where} jax import shape is {tuple(y.shape)}, expected {t.shape}")
-    n = t.size
-    c_strides = tuple(math.prod(t.shape[k + 1 :]) for k in range(t.ndim))
-    if n and t.data_ptr % 64 == 0 and t.strides == c_strides:
-        got = y.unsafe_buffer_pointer()
-        if got != t.data_ptr:
-            raise Fail(f"{where} jax import of 64-byte-aligned C-contiguous data is at {got:#x}, dlbridge's at {t.data_ptr:#x}: not zero-copy")
-    check_elements(dtype, np.asarray(y).reshape(-1).tolist(), n, f"{where} (jax import)")
+    try:
+        if str(y.dtype) != dtype:
+            raise Fail(f"{where} jax import dtype is {y.dtype}, expected {dtype}")
+        if tuple(y.shape) != t.shape:
+            raise Fail(f"{where} jax import shape is {tuple(y.shape)}, expected {t.shape}")
+        n = t.size
+        c_strides = tuple(math.prod(t.shape[k + 1 :]) for k in range(t.ndim))
+        if n and t.data_ptr % 64 == 0 and t.strides == c_strides:
+            got = y.unsafe_buffer_pointer()
+            if got != t.data_ptr:
+                raise Fail(f"{where} jax import of 64-byte-aligned C-contiguous data is at {got:#x}, dlbridge's at {t.data_ptr:#x}: not zero-copy")
+        check_elements(dtype, np.asarray(y).reshape(-1).tolist(), n, f"{where} (jax import)")
+    finally:
+        # jax frees buffers asynchronously when arrays are merely dropped; delete it now so the
+        # release checks that follow see the import gone.
+        y.delete()
 
 
 # mlx spells bool `bool_`; it narrows float64 and complex128.
