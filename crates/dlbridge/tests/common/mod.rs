@@ -96,45 +96,46 @@ fn tensor_of<M>(block: &mut FakeBlock<M>, f: &Fields) -> DLTensor {
     }
 }
 
-/// A leaked versioned managed tensor and the counter its deleter bumps.
-pub fn versioned(f: &Fields) -> (*mut DLManagedTensorVersioned, Arc<AtomicUsize>) {
-    let deletions = Arc::new(AtomicUsize::new(0));
-    let empty = DLTensor {
-        data: std::ptr::null_mut(),
-        device: f.device,
-        ndim: 0,
-        dtype: f.dtype,
-        shape: std::ptr::null_mut(),
-        strides: std::ptr::null_mut(),
-        byte_offset: 0,
-    };
-    let mut block = Box::new(FakeBlock {
-        managed: DLManagedTensorVersioned {
+/// The two managed-tensor structs, as far as the fake producer fills them.
+pub trait Managed: Sized {
+    /// A struct with this kind's deleter, an empty tensor and no context yet.
+    fn new(f: &Fields, empty: DLTensor) -> Self;
+    /// The tensor description and the context field.
+    fn fields(&mut self) -> (&mut DLTensor, &mut *mut c_void);
+}
+
+impl Managed for DLManagedTensorVersioned {
+    fn new(f: &Fields, dl_tensor: DLTensor) -> Self {
+        DLManagedTensorVersioned {
             version: f.version,
             manager_ctx: std::ptr::null_mut(),
             deleter: Some(delete_versioned),
             flags: f.flags,
-            dl_tensor: empty,
-        },
-        shape: f.shape.clone(),
-        strides: f.strides.clone(),
-        data: (0..f.data_len).map(|i| i as u8).collect(),
-        deletions: deletions.clone(),
-    });
-    block.managed.dl_tensor = tensor_of(&mut block, f);
-    let raw = Box::into_raw(block);
-    // SAFETY: raw is a valid, leaked block.
-    unsafe {
-        (*raw).managed.manager_ctx = raw as *mut c_void;
-        (
-            &mut (*raw).managed as *mut DLManagedTensorVersioned,
-            deletions,
-        )
+            dl_tensor,
+        }
+    }
+
+    fn fields(&mut self) -> (&mut DLTensor, &mut *mut c_void) {
+        (&mut self.dl_tensor, &mut self.manager_ctx)
     }
 }
 
-/// A leaked legacy managed tensor and the counter its deleter bumps.
-pub fn legacy(f: &Fields) -> (*mut DLManagedTensor, Arc<AtomicUsize>) {
+impl Managed for DLManagedTensor {
+    fn new(_: &Fields, dl_tensor: DLTensor) -> Self {
+        DLManagedTensor {
+            dl_tensor,
+            manager_ctx: std::ptr::null_mut(),
+            deleter: Some(delete_legacy),
+        }
+    }
+
+    fn fields(&mut self) -> (&mut DLTensor, &mut *mut c_void) {
+        (&mut self.dl_tensor, &mut self.manager_ctx)
+    }
+}
+
+/// A leaked managed tensor of kind `M` built from `f`, and the counter its deleter bumps.
+fn leak<M: Managed>(f: &Fields) -> (*mut M, Arc<AtomicUsize>) {
     let deletions = Arc::new(AtomicUsize::new(0));
     let empty = DLTensor {
         data: std::ptr::null_mut(),
@@ -146,23 +147,30 @@ pub fn legacy(f: &Fields) -> (*mut DLManagedTensor, Arc<AtomicUsize>) {
         byte_offset: 0,
     };
     let mut block = Box::new(FakeBlock {
-        managed: DLManagedTensor {
-            dl_tensor: empty,
-            manager_ctx: std::ptr::null_mut(),
-            deleter: Some(delete_legacy),
-        },
+        managed: M::new(f, empty),
         shape: f.shape.clone(),
         strides: f.strides.clone(),
         data: (0..f.data_len).map(|i| i as u8).collect(),
         deletions: deletions.clone(),
     });
-    block.managed.dl_tensor = tensor_of(&mut block, f);
+    let tensor = tensor_of(&mut block, f);
+    *block.managed.fields().0 = tensor;
     let raw = Box::into_raw(block);
-    // SAFETY: raw is a valid, leaked block.
+    // SAFETY: raw is a valid, leaked block; its deleter gets it back through manager_ctx.
     unsafe {
-        (*raw).managed.manager_ctx = raw as *mut c_void;
-        (&mut (*raw).managed as *mut DLManagedTensor, deletions)
+        *(*raw).managed.fields().1 = raw as *mut c_void;
+        (&mut (*raw).managed as *mut M, deletions)
     }
+}
+
+/// A leaked versioned managed tensor and the counter its deleter bumps.
+pub fn versioned(f: &Fields) -> (*mut DLManagedTensorVersioned, Arc<AtomicUsize>) {
+    leak(f)
+}
+
+/// A leaked legacy managed tensor and the counter its deleter bumps.
+pub fn legacy(f: &Fields) -> (*mut DLManagedTensor, Arc<AtomicUsize>) {
+    leak(f)
 }
 
 /// Reads a counter.
