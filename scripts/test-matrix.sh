@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # The cross-language matrix (tests/matrix): builds every frontend and both native agents, starts
 # one agent per runtime and lets tests/matrix/driver.py exchange the case set between every
-# ordered pair; prints the table and writes docs/matrix.md.
+# ordered pair; prints the table and writes it to target/matrix/matrix.md.
+#
+#   scripts/test-matrix.sh          run it; say whether docs/matrix.md shows the same table
+#   scripts/test-matrix.sh --docs   run it and also write docs/matrix.md (`./just matrix-docs`)
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 source "$REPO_ROOT/scripts/frontends.sh"
 cd "$REPO_ROOT"
@@ -19,4 +22,4 @@ export DLBRIDGE_MATRIX_NODE="node --expose-gc tests/matrix/agents/node/agent.js"
 export DLBRIDGE_MATRIX_JULIA="$JULIA --startup-file=no --project=bindings/julia/DLBridge tests/matrix/agents/julia/agent.jl"
 export DLBRIDGE_MATRIX_MOJO="mojo run -I bindings/mojo tests/matrix/agents/mojo/agent.mojo"
 log "running the matrix"
-"$PYTHON_VENV/bin/python" tests/matrix/driver.py
+"$PYTHON_VENV/bin/python" tests/matrix/driver.py "$@"
