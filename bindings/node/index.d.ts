@@ -126,6 +126,28 @@ export type DTypesViewedBy<A extends SupportedTypedArray> = A extends Uint8Clamp
   ? DTypesViewedBy<Uint8Array>
   : { [D in keyof TypedArrayOf]: A extends TypedArrayOf[D] ? D : never }[keyof TypedArrayOf];
 
+/**
+ * The JS value of one element of dtype `D` ({@link Tensor.get}, {@link Tensor.set}): boolean for
+ * "bool", BigInt for "int64" / "uint64", `[re, im]` for complex dtypes, number otherwise
+ * (float16 and bfloat16 as their value, not their bits).
+ */
+export type ElementOf<D extends string> = D extends 'bool'
+  ? boolean
+  : D extends 'int64' | 'uint64'
+    ? bigint
+    : D extends 'complex64' | 'complex128'
+      ? [number, number]
+      : number;
+
+/** What {@link Tensor.set} accepts for dtype `D`: integer dtypes take numbers and BigInts alike. */
+export type ElementInputOf<D extends string> = D extends 'bool'
+  ? boolean
+  : D extends 'complex64' | 'complex128'
+    ? readonly [number, number]
+    : D extends 'float16' | 'bfloat16' | 'float32' | 'float64'
+      ? number
+      : number | bigint;
+
 /** Where a tensor's memory lives. */
 export interface Device {
   /** DLPack device type name: "cpu", "cuda", "cuda_host", "rocm", …. */
@@ -239,6 +261,28 @@ export declare class Tensor<D extends string = DType> {
    * {@link releasePointer}). The tensor's memory stays alive until then.
    */
   exportPointer(options?: ExportPointerOptions): bigint;
+  /**
+   * The element at `index`, read in place through the strides, for every layout (column-major,
+   * strided, negative strides). `index` has one integer per dimension (`[]` for a 0-d tensor; a
+   * plain integer for a 1-d one), each in `0 .. shape[k] - 1`. See {@link ElementOf}.
+   *
+   * @throws {RangeError} `ERR_DLBRIDGE_INDEX_OUT_OF_RANGE`: wrong number of indices, or one out
+   *   of bounds
+   * @throws {TypeError} `ERR_DLBRIDGE_INVALID_ARGUMENT` (an index that is not an integer),
+   *   `ERR_DLBRIDGE_UNSUPPORTED_DTYPE` (float8, sub-byte and vector dtypes), a detached buffer
+   * @throws {Error} `ERR_DLBRIDGE_NOT_ON_CPU`
+   */
+  get(index: readonly number[] | number): ElementOf<D>;
+  /**
+   * Writes `value` to the element at `index` in place (the producer sees it: no copy is
+   * involved). Floats are rounded to the dtype's nearest value; integers must fit the dtype.
+   *
+   * @throws {Error} `ERR_DLBRIDGE_READ_ONLY` for a read-only tensor, and what {@link Tensor.get}
+   *   throws
+   * @throws {TypeError} `ERR_DLBRIDGE_INVALID_VALUE`: a value of the wrong JS type
+   * @throws {RangeError} `ERR_DLBRIDGE_VALUE_OUT_OF_RANGE`: an integer the dtype cannot hold
+   */
+  set(index: readonly number[] | number, value: ElementInputOf<D>): void;
 }
 
 /**

@@ -5,6 +5,7 @@
 //!   pinned while any holder lives), `empty` and `arange` (Rust-owned memory).
 //! - [`tensor`]: the `Tensor` class; `toTypedArray` hands out views over one ArrayBuffer per
 //!   memory block ([`external`], [`block_registry`]).
+//! - [`elements`]: `get` / `set`, one element read or written in place through the strides.
 //! - [`pointer_io`]: DLPack managed-tensor pointers as BigInts, for other native addons.
 //! - [`shared_memory`]: `emptyShared`, `toShared`, `fromShared`: tensors in POSIX shared-memory
 //!   segments, for runtimes that cannot share a process.
@@ -24,6 +25,7 @@ mod arguments;
 mod block_registry;
 mod constructors;
 mod dtype_map;
+mod elements;
 mod env_context;
 mod errors;
 mod external;

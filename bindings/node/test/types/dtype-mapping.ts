@@ -73,3 +73,17 @@ export const uses = [
   complexView, i64, u64, half, defaultDtype, mapped, inferred, anyView, wrongView, wrongDtype,
   constructed, wrongBig, sharedView, sharedDefault, opened,
 ];
+
+// Element accessors: the JS value type follows the dtype.
+const f32Element: number = f32.get([0]);
+f32.set(0, 1.5);
+const i64Element: bigint = arange(4, 'int64').get(2);
+arange(4, 'int64').set([1], 7n);
+const boolElement: boolean = empty([2], 'bool').get([1]);
+const complexElement: [number, number] = empty([2], 'complex64').get([0]);
+empty([2], 'complex128').set([0], [1, 2]);
+// @ts-expect-error a bool element takes a boolean
+empty([2], 'bool').set([0], 1);
+// @ts-expect-error a float32 element is a number, not a bigint
+const f32AsBigint: bigint = f32.get([0]);
+void [f32Element, i64Element, boolElement, complexElement, f32AsBigint];
