@@ -15,6 +15,8 @@ log "building the Rust and C agents"
 cargo build --locked --release --quiet -p dlbridge-matrix-agent
 bash tests/matrix/agents/c/build.sh >&2
 
+# The guest libraries of the in-process pairs (tests/matrix/agents/c/guest.h).
+export DLBRIDGE_MATRIX_GUEST_C="$target/matrix/libmatrix-guest-c.so"
 export DLBRIDGE_MATRIX_RUST="$target/release/dlbridge-matrix-agent"
 export DLBRIDGE_MATRIX_C="$target/matrix/c-agent"
 export DLBRIDGE_MATRIX_PYTHON="$PYTHON_VENV/bin/python tests/matrix/agents/python/agent.py"

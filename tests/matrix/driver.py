@@ -6,8 +6,10 @@ docs/matrix.md still shows the same table, and never writes a tracked file.
 
 Each runtime's agent is started once, with the command in DLBRIDGE_MATRIX_<RUNTIME> (set by
 scripts/test-matrix.sh). A runtime exchanges with itself in-process (zero-copy proven by the
-agent: same element-0 address, a write seen by the producer, one release); two different
-runtimes exchange through a shared-memory segment (one copy at export, none at import).
+agent: same element-0 address, a write seen by the producer, one release). Two different
+runtimes always exchange through a shared-memory segment (one copy at export, none at import),
+and the pairs in IN_PROCESS_HOSTS also exchange in one process: the host agent loads the other
+runtime (the guest) and proves zero-copy the same way.
 
 Exit status 0 only if no case failed, every agent kept answering, and no segment is left in
 /dev/shm. Cases a runtime cannot express are reported with their reason and counted.
@@ -29,6 +31,13 @@ DTYPES = [
     "float16", "bfloat16", "float32", "float64", "complex64", "complex128",
 ]
 LAYOUTS = ["c", "f", "strided", "negative", "zero_d", "empty", "readonly"]
+# Pairs that share a process, and which runtime's agent hosts the other (PROTOCOL.md,
+# "In-process pairs"). Adding a pair: give the guest runtime a guest (the C-ABI library of
+# agents/c/guest.h, or a module the host imports), teach the host agent's `host` request to load
+# it, and add the pair here. Pairs missing here cannot share a process (see docs/matrix.md).
+IN_PROCESS_HOSTS = {
+    frozenset(("c", "python")): "python",  # ctypes loads the C guest library
+}
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 SHM = pathlib.Path("/dev/shm")
 
@@ -93,7 +102,8 @@ def release_leftover(handle: str) -> None:
 
 
 def exchange(agents: dict, producer: str, consumer: str, dtype: str, layout: str, handles: list):
-    """One case; returns (status, detail) with status 'ok', 'fail' or 'unsupported'."""
+    """One shared-memory case (or the diagonal's in-process one); returns (status, detail) with
+    status 'ok', 'fail' or 'unsupported'."""
     try:
         if producer == consumer:
             answer = agents[producer].ask(f"self {dtype} {layout}", 30)
@@ -107,11 +117,31 @@ def exchange(agents: dict, producer: str, consumer: str, dtype: str, layout: str
             if not answer.startswith("ok"):
                 release_leftover(handle)
         status, detail = split(answer, consumer if producer != consumer else producer)
-        if status == "ok" and producer == consumer and "zero-copy" not in detail:
-            return "fail", f"{producer}: in-process exchange did not prove zero-copy ({detail})"
+        if status == "ok" and producer == consumer:
+            return proven(producer, detail)
         return status, detail
     except AgentGone as e:
         return "fail", str(e)
+
+
+def exchange_in_process(agents: dict, host: str, producer: str, consumer: str, dtype: str, layout: str):
+    """One in-process case of an off-diagonal pair: the host agent loads the other runtime."""
+    guest = consumer if producer == host else producer
+    direction = "out" if producer == host else "in"
+    try:
+        answer = agents[host].ask(f"host {guest} {direction} {dtype} {layout}", 30)
+    except AgentGone as e:
+        return "fail", str(e)
+    status, detail = split(answer, host)
+    return proven(host, detail) if status == "ok" else (status, detail)
+
+
+def proven(runtime: str, detail: str):
+    """An in-process `ok` must say `N zero-copy`: the same element-0 address, one release."""
+    words = detail.split()
+    if len(words) == 2 and words[0].isdigit() and words[1] == "zero-copy":
+        return "ok", detail
+    return "fail", f"{runtime}: in-process exchange did not prove zero-copy ({detail!r})"
 
 
 def split(answer: str, runtime: str):
@@ -147,21 +177,29 @@ def main() -> int:
     cells, failures, unsupported, handles = {}, [], {}, []
     for producer in RUNTIMES:
         for consumer in RUNTIMES:
-            tally = {"ok": 0, "fail": 0, "unsupported": 0}
+            host = IN_PROCESS_HOSTS.get(frozenset((producer, consumer)))
+            modes = ["in-process"] if producer == consumer else (["in-process"] if host else []) + ["shm"]
+            cell = {"seconds": 0.0}
             cell_started = time.monotonic()
-            for dtype in DTYPES:
-                for layout in LAYOUTS:
-                    if producer not in agents or consumer not in agents:
-                        status, detail = "fail", f"agent for {producer if producer not in agents else consumer} did not start"
-                    else:
-                        status, detail = exchange(agents, producer, consumer, dtype, layout, handles)
-                    tally[status] += 1
-                    if status == "fail":
-                        failures.append(f"{producer} -> {consumer} {dtype} {layout}: {detail}")
-                    elif status == "unsupported":
-                        unsupported.setdefault(detail, []).append(f"{producer}->{consumer} {dtype}/{layout}")
-            tally["seconds"] = time.monotonic() - cell_started
-            cells[producer, consumer] = tally
+            for mode in modes:
+                tally = cell[mode] = {"ok": 0, "fail": 0, "unsupported": 0}
+                for dtype in DTYPES:
+                    for layout in LAYOUTS:
+                        missing = [r for r in (producer, consumer) if r not in agents]
+                        if missing:
+                            status, detail = "fail", f"agent for {missing[0]} did not start"
+                        elif mode == "in-process" and producer != consumer:
+                            status, detail = exchange_in_process(agents, host, producer, consumer, dtype, layout)
+                        else:
+                            status, detail = exchange(agents, producer, consumer, dtype, layout, handles)
+                        tally[status] += 1
+                        where = f"{producer}->{consumer} {mode} {dtype}/{layout}"
+                        if status == "fail":
+                            failures.append(f"{where}: {detail}")
+                        elif status == "unsupported":
+                            unsupported.setdefault(detail, []).append(where)
+            cell["seconds"] = time.monotonic() - cell_started
+            cells[producer, consumer] = cell
     for agent in agents.values():
         agent.close()
     leftovers = [h for h in handles if (SHM / h).exists()]
@@ -169,9 +207,10 @@ def main() -> int:
         release_leftover(handle)
 
     elapsed = time.monotonic() - started
-    total_ok = sum(c["ok"] for c in cells.values())
-    total_fail = sum(c["fail"] for c in cells.values())
-    total_unsup = sum(c["unsupported"] for c in cells.values())
+    tallies = [t for c in cells.values() for mode, t in c.items() if mode != "seconds"]
+    total_ok = sum(t["ok"] for t in tallies)
+    total_fail = sum(t["fail"] for t in tallies)
+    total_unsup = sum(t["unsupported"] for t in tallies)
     table = render(cells, failures, unsupported, leftovers, broken, total_ok, total_fail, total_unsup, elapsed)
     print(table)
     (logs / "matrix.md").write_text(table)
@@ -203,10 +242,14 @@ def render(cells, failures, unsupported, leftovers, broken, ok, fail, unsup, ela
         f"pair of runtimes exchanges {cases} cases ({len(DTYPES)} dtypes x {len(LAYOUTS)} layouts, see",
         "[PROTOCOL.md](../tests/matrix/PROTOCOL.md)); every element is checked in every case.",
         "",
-        "Cells: passed / cases the pair can express. **in-process, zero-copy**: the same runtime in one",
-        "process; the agent proved the same element-0 address, a write seen by the producer, and one",
-        "release. **shm**: different processes; one copy into a shared-memory segment at export, none",
-        "at import; the producer's memory was released exactly once and no segment is left behind.",
+        "Cells: passed / cases the pair can express, per mode. **in-process**: producer and consumer",
+        "share one process — a runtime with itself, or a pair where one runtime hosts the other (the",
+        "host loads the guest runtime; see below); the consumer imports the producer's own DLPack",
+        "export, and the agent proved every element, the same element-0 address, a write through",
+        "the import seen by the producer (unless read-only or empty) and one release of the",
+        "producer's memory, not before the import was dropped. **shm**: different processes; one",
+        "copy into a shared-memory segment at export, none at import; the producer's memory was",
+        "released exactly once and no segment is left behind. Every off-diagonal pair runs shm.",
         "The Python agent's producer memory is numpy's; every tensor it imports is also handed to",
         "torch, jax and mlx, whose imports are checked (values, and zero-copy where the peer shares).",
         "",
@@ -216,12 +259,20 @@ def render(cells, failures, unsupported, leftovers, broken, ok, fail, unsup, ela
     for p in RUNTIMES:
         row = []
         for c in RUNTIMES:
-            t = cells[p, c]
-            supported = t["ok"] + t["fail"]
-            how = "in-process, zero-copy" if p == c else "shm"
-            mark = "" if t["fail"] == 0 else " **FAILED**"
-            row.append(f"{t['ok']}/{supported} {how}{mark}")
+            parts = []
+            for mode in ("in-process", "shm"):
+                t = cells[p, c].get(mode)
+                if t is not None:
+                    mark = "" if t["fail"] == 0 else " **FAILED**"
+                    parts.append(f"{t['ok']}/{t['ok'] + t['fail']} {mode}{mark}")
+            row.append(" · ".join(parts))
         lines.append(f"| **{p}** | " + " | ".join(row) + " |")
+    pairs = sorted(IN_PROCESS_HOSTS.items(), key=lambda kv: sorted(kv[0]))
+    lines += [
+        "",
+        "In-process pairs (host: the agent that loads the other runtime): "
+        + ", ".join(f"{' and '.join(sorted(pair))} ({host} hosts)" for pair, host in pairs) + ".",
+    ]
     slowest = sorted(cells.items(), key=lambda kv: -kv[1]["seconds"])[:3]
     lines += [
         "",

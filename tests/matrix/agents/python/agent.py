@@ -10,8 +10,12 @@ integers, float and complex dtypes"), so for bfloat16 this agent exports the num
 a hand-built ``DLManagedTensorVersioned`` (ctypes) over the array's memory, whose deleter drops
 the array. Every other dtype goes through numpy's ``__dlpack__``.
 
-Every ``self`` and ``consume`` case also hands the imported ``dlbridge.Tensor`` to the peers
-torch, jax and mlx and checks their imports (see "Peers" below).
+Every ``self``, ``host`` and ``consume`` case also hands the imported ``dlbridge.Tensor`` to the
+peers torch, jax and mlx and checks their imports (see "Peers" below).
+
+``host c out|in DTYPE LAYOUT`` (in-process pairs, PROTOCOL.md) loads the C guest library with
+ctypes: ``out`` hands numpy's own versioned capsule's managed tensor to the guest, ``in`` wraps
+the guest's export in a ``dltensor_versioned`` capsule for ``dlbridge.from_dlpack``.
 
 Launch (from the repository root): ``"$venv/bin/python" tests/matrix/agents/python/agent.py``
 where ``venv=$(scripts/python-install.sh)``.
@@ -608,6 +612,140 @@ def do_consume(dtype: str, layout: str, handle: str) -> str:
     return f"ok {n}"
 
 
+# --------------------------------------------------------------------------------------------
+# In-process pairs: this agent hosts a guest library (tests/matrix/agents/c/guest.h) with ctypes
+
+
+_PyCapsule_SetName = ctypes.pythonapi.PyCapsule_SetName
+_PyCapsule_SetName.restype = ctypes.c_int
+_PyCapsule_SetName.argtypes = [ctypes.py_object, ctypes.c_void_p]
+_PyCapsule_GetPointerObj = ctypes.pythonapi.PyCapsule_GetPointer
+_PyCapsule_GetPointerObj.restype = ctypes.c_void_p
+_PyCapsule_GetPointerObj.argtypes = [ctypes.py_object, ctypes.c_char_p]
+_USED_NAME = ctypes.create_string_buffer(b"used_dltensor_versioned")
+
+
+@_CAPSULE_DESTRUCTOR
+def _foreign_capsule_destructor(capsule) -> None:
+    # A capsule over a guest's export that nobody consumed still owns it: call its deleter.
+    if _PyCapsule_IsValid(capsule, b"dltensor_versioned"):
+        address = _PyCapsule_GetPointer(capsule, b"dltensor_versioned")
+        managed = ctypes.cast(address, ctypes.POINTER(_DLManagedTensorVersioned))
+        if managed.contents.deleter:
+            managed.contents.deleter(managed)
+
+
+_guests: dict = {}
+
+
+def guest_library(name: str):
+    """The guest library of runtime `name` ($DLBRIDGE_MATRIX_GUEST_<NAME>), loaded once."""
+    if name not in _guests:
+        import os
+
+        variable = f"DLBRIDGE_MATRIX_GUEST_{name.upper()}"
+        path = os.environ.get(variable)
+        if not path:
+            raise Unsupported(f"no guest library for {name} (${variable} is not set)")
+        lib = ctypes.CDLL(path)
+        for fn, restype, argtypes in (
+            ("matrix_guest_produce", ctypes.c_int, [ctypes.c_char_p, ctypes.c_char_p]),
+            ("matrix_guest_produced", ctypes.c_void_p, []),
+            ("matrix_guest_produced_element0", ctypes.c_void_p, []),
+            ("matrix_guest_check_written", ctypes.c_int, []),
+            ("matrix_guest_check_released", ctypes.c_int, []),
+            ("matrix_guest_consume", ctypes.c_int, [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_void_p, ctypes.c_void_p]),
+            ("matrix_guest_drop", ctypes.c_int, []),
+            ("matrix_guest_message", ctypes.c_char_p, []),
+        ):
+            f = getattr(lib, fn)
+            f.restype, f.argtypes = restype, argtypes
+        _guests[name] = lib
+    return _guests[name]
+
+
+def guest_result(lib, name: str, status: int) -> str:
+    """The guest's reply for `status`; raises Fail / Unsupported naming the guest."""
+    message = lib.matrix_guest_message().decode(errors="replace")
+    word, _, reason = message.partition(" ")
+    if status == 0:
+        return reason
+    if status == 2:
+        raise Unsupported(f"{name}: {reason}")
+    raise Fail(f"{name}: {reason}")
+
+
+def host_out(lib, name: str, dtype: str, layout: str) -> str:
+    """This agent produces (numpy), the guest consumes in this process."""
+    base, view = build(dtype, layout)
+    released = ReleaseCounter(base)
+    del base
+    deleter_before = _deleter_calls
+    n = math.prod(view.shape)
+    addr0 = view.__array_interface__["data"][0]
+    capsule = export_bfloat16(view) if dtype == "bfloat16" else view.__dlpack__(max_version=(1, 0))
+    managed = _PyCapsule_GetPointerObj(capsule, b"dltensor_versioned")
+    _PyCapsule_SetName(capsule, ctypes.addressof(_USED_NAME))  # the guest owns it now
+    del capsule
+    answer = guest_result(lib, name, lib.matrix_guest_consume(dtype.encode(), layout.encode(), managed, addr0))
+    try:
+        if n and layout != "readonly":
+            value = sentinel(dtype)
+            got = view[(0,) * view.ndim].item()
+            if got != value:
+                raise Fail(f"producer reads element 0 as {got!r} after {name} wrote the sentinel {value!r} through its import")
+        if released.count != 0:
+            raise Fail(f"producer memory released {released.count} times while {name}'s import lives")
+    finally:
+        dropped = lib.matrix_guest_drop()
+    guest_result(lib, name, dropped)
+    if dtype == "bfloat16" and _deleter_calls - deleter_before != 1:
+        raise Fail(f"bfloat16 export deleter ran {_deleter_calls - deleter_before} times after {name} dropped its import, expected 1")
+    del view
+    if released.count != 1:
+        gc.collect()
+        raise Fail(f"producer memory released {released.count} times after {name} dropped its import and the producer its view, expected 1")
+    return answer
+
+
+def host_in(lib, name: str, dtype: str, layout: str) -> str:
+    """The guest produces, this agent (dlbridge) consumes in this process."""
+    guest_result(lib, name, lib.matrix_guest_produce(dtype.encode(), layout.encode()))
+    try:
+        managed = lib.matrix_guest_produced()
+        addr0 = lib.matrix_guest_produced_element0() or 0
+        capsule = _PyCapsule_New(
+            managed, ctypes.addressof(_CAPSULE_NAME),
+            ctypes.cast(_foreign_capsule_destructor, ctypes.c_void_p),
+        )
+        t = dlbridge.from_dlpack(capsule)
+        del capsule
+        n = check_tensor(t, dtype, layout, copied=False, where=f"import from {name}")
+        want_strides = PRODUCER_STRIDES[layout]
+        if n and t.strides != want_strides:
+            raise Fail(f"import from {name} has strides {t.strides}, expected the producer's {want_strides}")
+        if n and t.data_ptr != addr0:
+            raise Fail(f"import element 0 is at {t.data_ptr:#x}, {name}'s at {addr0:#x}: not zero-copy")
+        check_peers(t, dtype, layout, f"import from {name}")
+        if n and layout != "readonly":
+            write_sentinel(t, dtype, sentinel(dtype))
+        guest_result(lib, name, lib.matrix_guest_check_written())
+        del t
+    finally:
+        released = lib.matrix_guest_check_released()
+    guest_result(lib, name, released)
+    return f"{n} zero-copy"
+
+
+def do_host(guest: str, direction: str, dtype: str, layout: str) -> str:
+    parse_case(dtype, layout)
+    if direction not in ("out", "in"):
+        raise Fail(f"unknown direction {direction!r} (expected out or in)")
+    lib = guest_library(guest)
+    answer = host_out(lib, guest, dtype, layout) if direction == "out" else host_in(lib, guest, dtype, layout)
+    return f"ok {answer}"
+
+
 def handle_request(words: list[str]) -> str | None:
     if not words:
         raise Fail("empty request")
@@ -624,6 +762,8 @@ def handle_request(words: list[str]) -> str | None:
         return do_consume(*args)
     if cmd == "self" and len(args) == 2:
         return do_self(*args)
+    if cmd == "host" and len(args) == 4:
+        return do_host(*args)
     raise Fail(f"unknown request {' '.join(words)!r}")
 
 
