@@ -17,6 +17,7 @@ bash tests/matrix/agents/c/build.sh >&2
 
 # The guest libraries of the in-process pairs (tests/matrix/agents/c/guest.h).
 export DLBRIDGE_MATRIX_GUEST_C="$target/matrix/libmatrix-guest-c.so"
+export DLBRIDGE_MATRIX_GUEST_RUST="$target/release/libdlbridge_matrix_agent.so"
 export DLBRIDGE_MATRIX_RUST="$target/release/dlbridge-matrix-agent"
 export DLBRIDGE_MATRIX_C="$target/matrix/c-agent"
 export DLBRIDGE_MATRIX_PYTHON="$PYTHON_VENV/bin/python tests/matrix/agents/python/agent.py"

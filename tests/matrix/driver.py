@@ -37,6 +37,7 @@ LAYOUTS = ["c", "f", "strided", "negative", "zero_d", "empty", "readonly"]
 # it, and add the pair here. Pairs missing here cannot share a process (see docs/matrix.md).
 IN_PROCESS_HOSTS = {
     frozenset(("c", "python")): "python",  # ctypes loads the C guest library
+    frozenset(("c", "rust")): "c",  # dlopen of the Rust guest library
 }
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 SHM = pathlib.Path("/dev/shm")

@@ -231,3 +231,73 @@ pub fn unravel(mut i: usize, shape: &[i64]) -> Vec<usize> {
 pub fn size(shape: &[i64]) -> usize {
     shape.iter().product::<i64>() as usize
 }
+
+/// Evaluates `$body` with the type alias `$t` naming the Rust element type of `$dtype`.
+#[macro_export]
+macro_rules! with_element {
+    ($dtype:expr, $t:ident => $body:expr) => {{
+        use $crate::cases::Dtype as D;
+        match $dtype {
+            D::Bool => {
+                type $t = bool;
+                $body
+            }
+            D::Int8 => {
+                type $t = i8;
+                $body
+            }
+            D::Int16 => {
+                type $t = i16;
+                $body
+            }
+            D::Int32 => {
+                type $t = i32;
+                $body
+            }
+            D::Int64 => {
+                type $t = i64;
+                $body
+            }
+            D::Uint8 => {
+                type $t = u8;
+                $body
+            }
+            D::Uint16 => {
+                type $t = u16;
+                $body
+            }
+            D::Uint32 => {
+                type $t = u32;
+                $body
+            }
+            D::Uint64 => {
+                type $t = u64;
+                $body
+            }
+            D::Float16 => {
+                type $t = half::f16;
+                $body
+            }
+            D::Bfloat16 => {
+                type $t = half::bf16;
+                $body
+            }
+            D::Float32 => {
+                type $t = f32;
+                $body
+            }
+            D::Float64 => {
+                type $t = f64;
+                $body
+            }
+            D::Complex64 => {
+                type $t = num_complex::Complex32;
+                $body
+            }
+            D::Complex128 => {
+                type $t = num_complex::Complex64;
+                $body
+            }
+        }
+    }};
+}

@@ -5,18 +5,14 @@
 //! `ManagedTensor::from_versioned`, `produce` and `consume` through `dlbridge::shm`. Failed
 //! checks, errors and panics become `fail REASON` lines; diagnostics go to stderr.
 
-mod cases;
-mod checks;
-mod producer;
-mod requests;
-
 use std::io::{self, BufRead, Write};
 use std::panic::{self, AssertUnwindSafe};
 
 use half::{bf16, f16};
 use num_complex::{Complex32, Complex64};
 
-use cases::{CaseElement, Dtype, Layout};
+use dlbridge_matrix_agent::cases::{CaseElement, Dtype, Layout};
+use dlbridge_matrix_agent::requests;
 
 /// A parsed request line.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -1,9 +1,12 @@
-//! The three case requests: `self` (in-process), `produce` and `consume` (shared memory).
+//! The three case requests: `self` (in-process), `produce` and `consume` (shared memory), and
+//! the halves of an in-process exchange they share with the guest ([`crate::guest`]).
+
+use std::sync::atomic::AtomicUsize;
 
 use dlbridge::shm::{self, Access};
 use dlbridge::{export, Flags, ManagedTensor, Tensor};
 
-use crate::cases::{CaseElement, Layout};
+use crate::cases::{self, CaseElement, Layout};
 use crate::checks;
 use crate::producer::{self, count};
 
@@ -13,17 +16,34 @@ pub fn self_exchange<T: CaseElement>(layout: Layout) -> Result<String, String> {
     let produced = producer::build::<T>(layout)?;
     let releases = produced.releases.clone();
     let producer_data = produced.tensor.data_ptr();
-    let producer_strides = produced.tensor.strides().to_vec();
     let exported = export::to_versioned(produced.tensor, Flags::empty());
     // SAFETY: `exported` was just made by `to_versioned` and is owned by nobody else; its
     // ownership (and its deleter) passes to the import.
     let imported = unsafe { ManagedTensor::from_versioned(exported.as_ptr()) }
         .map_err(|e| format!("importing the export failed: {e}"))?;
     let imported = Tensor::from(imported);
+    let n = check_import::<T>(&imported, layout, producer_data)?;
+    // SAFETY: `producer_data` is the producer's element 0 of `T` (when there are elements),
+    // kept alive by the export that `imported` owns.
+    unsafe { check_written::<T>(layout, producer_data, &releases) }?;
+    drop(imported);
+    check_released(&releases)?;
+    Ok(format!("{n} zero-copy"))
+}
+
+/// The consumer's checks of an in-process import of the `layout` case whose producer has
+/// element 0 at `producer_data`: shape, dtype, the producer's strides, flags, every element, the
+/// same element-0 address; then writes the sentinel to element 0 (unless read-only or empty).
+/// Returns the number of elements checked.
+pub fn check_import<T: CaseElement>(
+    imported: &Tensor,
+    layout: Layout,
+    producer_data: *const u8,
+) -> Result<usize, String> {
     let view = imported.view();
     checks::shape(&view, layout.shape())?;
     checks::dtype::<T>(&view)?;
-    checks::strides(&view, &producer_strides)?;
+    checks::strides(&view, &layout.memory().strides)?;
     checks::flag(
         &view,
         "READ_ONLY",
@@ -32,7 +52,7 @@ pub fn self_exchange<T: CaseElement>(layout: Layout) -> Result<String, String> {
     )?;
     checks::flag(&view, "IS_COPIED", Flags::IS_COPIED, false)?;
     let n = checks::elements::<T>(&view)?;
-    if n > 0 && view.data_ptr() != producer_data {
+    if n > 0 && view.data_ptr().cast_const() != producer_data {
         return Err(format!(
             "imported element 0 is at {:p}, the producer's at {producer_data:p}: not zero-copy",
             view.data_ptr()
@@ -44,33 +64,52 @@ pub fn self_exchange<T: CaseElement>(layout: Layout) -> Result<String, String> {
             .map_err(|e| format!("writing through the import: {e}"))?;
         let zero = vec![0; view.ndim()];
         let first: T = view.read_at(&zero).map_err(|e| e.to_string())?;
-        let sentinel = T::sentinel(first);
         // SAFETY: `data` is element 0 of a live, writable, host tensor of `T` (dtype checked);
         // unaligned writes are allowed.
-        unsafe { (data as *mut T).write_unaligned(sentinel) };
-        // SAFETY: `producer_data` is the producer's element 0 of `T`, kept alive by the export
-        // that `imported` owns.
-        let seen = unsafe { (producer_data as *const T).read_unaligned() };
-        if seen != sentinel {
-            return Err(format!(
-                "wrote {sentinel} to element 0 through the import, the producer reads {seen}"
-            ));
-        }
+        unsafe { (data as *mut T).write_unaligned(T::sentinel(first)) };
     }
-    let before = count(&releases);
+    Ok(n)
+}
+
+/// The producer's check while the consumer's import lives: element 0 reads the sentinel
+/// (unless the case is read-only or empty) and the memory was not released.
+///
+/// # Safety
+/// When the case has elements, `producer_data` is the producer's element 0 of `T`, still alive.
+pub unsafe fn check_written<T: CaseElement>(
+    layout: Layout,
+    producer_data: *const u8,
+    releases: &AtomicUsize,
+) -> Result<(), String> {
+    let before = count(releases);
     if before != 0 {
         return Err(format!(
             "producer memory released {before} times while the import was alive"
         ));
     }
-    drop(imported);
-    let after = count(&releases);
+    if cases::size(layout.shape()) > 0 && layout != Layout::ReadOnly {
+        let sentinel = T::sentinel(T::at(0));
+        // SAFETY: the caller's contract; unaligned reads are allowed.
+        let seen = unsafe { (producer_data as *const T).read_unaligned() };
+        if seen != sentinel {
+            return Err(format!(
+                "the sentinel {sentinel} was written to element 0 through the import, the \
+                 producer reads {seen}"
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The producer's check after the consumer dropped its import: released exactly once.
+pub fn check_released(releases: &AtomicUsize) -> Result<(), String> {
+    let after = count(releases);
     if after != 1 {
         return Err(format!(
             "producer memory released {after} times after the import was dropped, expected 1"
         ));
     }
-    Ok(format!("{n} zero-copy"))
+    Ok(())
 }
 
 /// `produce DTYPE LAYOUT`: copy the case tensor into a handed-over segment, drop ours, check

@@ -1,0 +1,11 @@
+//! The Rust side of the cross-language matrix (`tests/matrix/PROTOCOL.md`), on the dlbridge core
+//! directly: the case set ([`cases`]), the checks of a received tensor ([`checks`]), the
+//! producer's counted memory ([`producer`]) and the requests ([`requests`]), used by the agent
+//! binary (`src/main.rs`); and [`guest`], the guest ABI that other runtimes' agents load from
+//! this crate's cdylib to exchange with Rust in their own process.
+
+pub mod cases;
+pub mod checks;
+pub mod guest;
+pub mod producer;
+pub mod requests;
