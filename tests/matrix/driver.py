@@ -38,6 +38,7 @@ LAYOUTS = ["c", "f", "strided", "negative", "zero_d", "empty", "readonly"]
 IN_PROCESS_HOSTS = {
     frozenset(("c", "python")): "python",  # ctypes loads the C guest library
     frozenset(("c", "rust")): "c",  # dlopen of the Rust guest library
+    frozenset(("c", "julia")): "julia",  # Libdl + ccall of the C guest library
 }
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 SHM = pathlib.Path("/dev/shm")

@@ -2,6 +2,11 @@
 # line from stdin, answers one line on stdout (`ok ...`, `fail ...`, `unsupported ...`). Anything
 # else (diagnostics, backtraces) goes to stderr. Never exits on a failed case; `quit` or EOF ends it.
 #
+# `host GUEST out|in DTYPE LAYOUT` (in-process pairs) loads the guest library named by
+# DLBRIDGE_MATRIX_GUEST_<GUEST> (tests/matrix/agents/c/guest.h) with Libdl and `ccall`s it: `out`
+# hands `export_tensor` of a shared Julia array to the guest, `in` imports the guest's export
+# with `import_tensor`.
+#
 # Launched from the repository root with DLBRIDGE_LIB set:
 #   julia --startup-file=no --project=bindings/julia/DLBridge tests/matrix/agents/julia/agent.jl
 #
@@ -11,6 +16,7 @@
 # ComplexF32).
 
 using DLBridge
+using Libdl
 
 const DTYPES = Dict{String,DataType}(
     "bool" => Bool,
@@ -356,6 +362,152 @@ function run_consume(::Type{T}, layout::String, handle::String, name::String) wh
 end
 
 # ---------------------------------------------------------------------------------------------
+# host: a guest library in this process (tests/matrix/agents/c/guest.h)
+
+"""A loaded guest library: its name and the addresses of the guest ABI's functions."""
+struct Guest
+    name::String
+    produce::Ptr{Cvoid}
+    produced::Ptr{Cvoid}
+    produced_element0::Ptr{Cvoid}
+    check_written::Ptr{Cvoid}
+    check_released::Ptr{Cvoid}
+    consume::Ptr{Cvoid}
+    drop::Ptr{Cvoid}
+    message::Ptr{Cvoid}
+end
+
+"""The case cannot be expressed: becomes `unsupported MESSAGE`."""
+struct Unsupported <: Exception
+    message::String
+end
+
+const GUESTS = Dict{String,Guest}()
+
+function guest_library(name::String)
+    haskey(GUESTS, name) && return GUESTS[name]
+    variable = "DLBRIDGE_MATRIX_GUEST_" * uppercase(name)
+    path = get(ENV, variable, "")
+    isempty(path) && throw(Unsupported("no guest library for $name (\$$variable is not set)"))
+    lib = Libdl.dlopen(path)
+    sym(s) = Libdl.dlsym(lib, Symbol("matrix_guest_", s))
+    GUESTS[name] = Guest(name, sym(:produce), sym(:produced), sym(:produced_element0),
+                         sym(:check_written), sym(:check_released), sym(:consume), sym(:drop),
+                         sym(:message))
+    return GUESTS[name]
+end
+
+# The guest's reply for `status` (0 ok, 1 fail, 2 unsupported): its payload, or a thrown
+# failure naming the guest.
+function guest_result(g::Guest, status::Cint)
+    message = unsafe_string(ccall(g.message, Cstring, ()))
+    word, reason = occursin(' ', message) ? split(message, ' '; limit = 2) : (message, "")
+    status == 0 && return String(reason)
+    status == 2 && throw(Unsupported("$(g.name): $reason"))
+    fail("$(g.name): $reason")
+end
+
+# `out`: the shared Julia array's export goes to the guest, which imports, checks and writes.
+function host_out_producer(g::Guest, name::String, layout::String, P::AbstractArray{T,N},
+                           reversed::Bool, readonly::Bool, shape::NTuple{N,Int},
+                           steps::NTuple{N,Int}) where {T,N}
+    t = DLBridge.share(P; order = reversed ? :reversed : :same, readonly = readonly)
+    try
+        check_shared(t, readonly, shape, steps)
+        p = DLBridge.export_tensor(t)      # DLManagedTensorVersioned*, taken by the guest
+        finalize(t)                        # the export alone keeps P's memory now
+        element0 = length(P) > 0 ? Ptr{Cvoid}(pointer(P)) : C_NULL
+        answer = guest_result(g, ccall(g.consume, Cint, (Cstring, Cstring, Ptr{Cvoid}, Ptr{Cvoid}),
+                                       name, layout, p, element0))
+        dropped = Cint(1)
+        try
+            if length(P) > 0 && !readonly
+                origin = ntuple(_ -> 1, Val(N))
+                want = sentinel(T, expected_value(T, 0))
+                seen = P[producer_index(reversed, origin)...]
+                same_value(seen, want) ||
+                    fail("$(g.name) wrote the sentinel $(show_value(want)) to element 0 through " *
+                         "its import, the producer reads $(show_value(seen))")
+            end
+            early = DLBridge.collect_released()
+            early == 0 || fail("producer memory released $early times while $(g.name)'s import lives")
+        finally
+            dropped = ccall(g.drop, Cint, ())
+        end
+        guest_result(g, dropped)
+        return answer
+    finally
+        finalize(t)
+    end
+end
+
+function run_host_out(g::Guest, ::Type{T}, name::String, layout::String) where {T}
+    drain_leftovers()
+    baseline = DLBridge.shared_count()
+    freed_before = PRODUCER_FREED[]
+    answer = with_producer(T, layout) do P, reversed, readonly, shape, steps
+        host_out_producer(g, name, layout, P, reversed, readonly, shape, steps)
+    end
+    check_released(baseline, freed_before)
+    return "ok $answer"
+end
+
+# `in`, the import side: wraps the guest's export in its logical order, checks it and writes
+# the sentinel. Returns the number of elements.
+@noinline function check_guest_import(::Type{T}, ti::DLBridge.Tensor, element0::Ptr{Cvoid},
+                                      readonly::Bool, shape::NTuple{N,Int},
+                                      from::String) where {T,N}
+    size(ti) == shape || fail("import from $from has shape $(size(ti)), expected $shape")
+    eltype(ti) === T || fail("import from $from has dtype $(DLBridge.dtype(ti)), expected $T")
+    DLBridge.isreadonly(ti) == readonly ||
+        fail("import from $from has read-only flag $(DLBridge.isreadonly(ti)), expected $readonly")
+    DLBridge.iscopied(ti) && fail("import from $from is flagged copied")
+    S = DLBridge.wrap(DLBridge.StridedView{T,N}, ti; order = :permuted,
+                      unsafe_ignore_readonly = readonly)
+    n = check_elements(T, S, shape, "import from $from")
+    if n > 0
+        Ptr{Cvoid}(pointer(S)) == element0 ||
+            fail("import element 0 is at $(pointer(S)), $from's at $element0 (not zero-copy)")
+        if !readonly
+            origin = ntuple(_ -> 1, Val(N))
+            S[origin...] = sentinel(T, S[origin...])
+        end
+    end
+    return n
+end
+
+function run_host_in(g::Guest, ::Type{T}, name::String, layout::String) where {T}
+    drain_leftovers()
+    guest_result(g, ccall(g.produce, Cint, (Cstring, Cstring), name, layout))
+    n = 0
+    released = Cint(1)
+    try
+        p = ccall(g.produced, Ptr{DLBridge.DLManagedTensorVersioned}, ())
+        element0 = ccall(g.produced_element0, Ptr{Cvoid}, ())
+        ti = DLBridge.import_tensor(p)
+        try
+            shape = layout == "zero_d" ? () : layout == "empty" ? (0, 3) : (3, 4)
+            n = check_guest_import(T, ti, element0, layout == "readonly", shape, g.name)
+            guest_result(g, ccall(g.check_written, Cint, ()))
+        finally
+            finalize(ti)
+        end
+        GC.gc(true)  # the array over the import goes: the guest's deleter runs
+    finally
+        released = ccall(g.check_released, Cint, ())
+    end
+    guest_result(g, released)
+    return "ok $n zero-copy"
+end
+
+function run_host(guest::String, direction::String, ::Type{T}, name::String,
+                  layout::String) where {T}
+    direction in ("out", "in") || fail("unknown direction $(repr(direction)) (expected out or in)")
+    g = guest_library(guest)
+    return direction == "out" ? run_host_out(g, T, name, layout) : run_host_in(g, T, name, layout)
+end
+
+# ---------------------------------------------------------------------------------------------
 # The request loop
 
 one_line(s::AbstractString) = replace(strip(s), r"\s*[\r\n]+\s*" => " | ")
@@ -375,6 +527,10 @@ function respond(words::Vector{String})
         T = case_type(words[2], words[3])
         T isa String && return T
         return command == "self" ? run_self(T, words[3]) : run_produce(T, words[3])
+    elseif command == "host" && length(words) == 5
+        T = case_type(words[4], words[5])
+        T isa String && return T
+        return run_host(words[2], words[3], T, words[4], words[5])
     elseif command == "consume" && length(words) == 4
         T = case_type(words[2], words[3])
         T isa String && return T
@@ -388,6 +544,7 @@ function answer(line::AbstractString)
         return respond(String.(split(strip(line), ' '; keepempty = false)))
     catch e
         e isa CheckFailure && return "fail " * e.message
+        e isa Unsupported && return "unsupported " * e.message
         bt = catch_backtrace()
         println(stderr, "julia agent: request $(repr(line)) threw:")
         showerror(stderr, e, bt)
