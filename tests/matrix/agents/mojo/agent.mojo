@@ -7,21 +7,34 @@ hand-over is `to_shared`, the consumer side `from_shared`, the in-process exchan
 `export_versioned` -> `import_versioned`. Mojo has no complex `DType`: complex cases answer
 `unsupported`. Every error becomes `fail ...`.
 
+`host GUEST out|in DTYPE LAYOUT` (in-process pairs, PROTOCOL.md): the C and Rust guests are
+libraries with the guest ABI (tests/matrix/agents/c/guest.h, found through
+`DLBRIDGE_MATRIX_GUEST_<GUEST>`) called through `std.ffi` with `export_versioned` /
+`import_versioned` pointers; the Python guest is the Python agent's module
+(tests/matrix/agents/python/agent.py, `guest_*` functions) in the embedded CPython, exchanging
+`to_dlpack` results and numpy arrays through `from_dlpack`.
+
 Launch from the repository root: `mojo run -I bindings/mojo tests/matrix/agents/mojo/agent.mojo`
 (with `DLBRIDGE_LIB` set, or `target/release/libdlbridge.so` built).
 """
 
 from std.atomic import Atomic
-from std.ffi import c_int, external_call
+from std.memory import OwnedPointer
+from std.ffi import CStringSpan, OwnedDLHandle, RTLD, c_char, c_int, external_call
+from std.os import getenv
+from std.python import Python, PythonObject
 
 from dlbridge import (
+    ManagedTensorVersionedPtr,
     OpaquePtr,
     StridedTensor,
     TensorView,
     export_versioned,
     from_memory,
+    from_dlpack,
     from_shared,
     import_versioned,
+    to_dlpack,
     to_shared,
 )
 
@@ -212,12 +225,13 @@ struct Producer[dtype: DType](Movable):
     """
 
     var data: List[Scalar[Self.dtype]]
-    var released: Atomic[Int]
+    var released: OwnedPointer[Atomic[Int]]
+    """On the heap: the release callback's context must not move with the struct."""
     var layout: Layout
 
     def __init__(out self, layout: Layout):
         self.data = List[Scalar[Self.dtype]](length=layout.buffer_len, fill=Scalar[Self.dtype](0))
-        self.released = Atomic[Int](0)
+        self.released = OwnedPointer(Atomic[Int](0))
         self.layout = layout.copy()
         for i in range(layout.size()):
             self.data[layout.buffer_index(layout.logical_index(i))] = expected[Self.dtype](i)
@@ -227,12 +241,12 @@ struct Producer[dtype: DType](Movable):
         return base.unsafe_origin_cast[MutAnyOrigin]()
 
     def context(mut self) -> OpaquePtr:
-        return Pointer(to=self.released).unsafe_bitcast[NoneType]().unsafe_origin_cast[
+        return Pointer(to=self.released[]).unsafe_bitcast[NoneType]().unsafe_origin_cast[
             MutUntrackedOrigin
         ]()
 
     def count(self) -> Int:
-        return self.released.load()
+        return self.released[].load()
 
     def lend(mut self) raises -> TensorView[Self.dtype]:
         """A view of the buffer whose release bumps `released`."""
@@ -321,8 +335,280 @@ def run_consume[dtype: DType](layout_name: String, handle: String) raises -> Str
     return String(t"ok {n}")
 
 
-def run_case[dtype: DType](words: List[String]) raises -> String:
+# ---------------------------------------------------------------------------------------------
+# host: another runtime in this process
+
+
+comptime _CStr = Pointer[c_char, ImmUntrackedOrigin]
+
+
+def _c_string(mut s: String) -> _CStr:
+    """`s`'s bytes, NUL-terminated (valid while `s` lives unchanged: keep it alive after the
+    call that reads them)."""
+    return s.as_c_string_span().ptr().as_imm().unsafe_origin_cast[ImmUntrackedOrigin]()
+
+
+struct Guest(Movable):
+    """A guest library: the guest ABI of tests/matrix/agents/c/guest.h."""
+
+    var name: String
+    var _produce: def(_CStr, _CStr) thin abi("C") -> c_int
+    var _produced: def() thin abi("C") -> Optional[ManagedTensorVersionedPtr]
+    var _produced_element0: def() thin abi("C") -> Int
+    var _check_written: def() thin abi("C") -> c_int
+    var _check_released: def() thin abi("C") -> c_int
+    var _consume: def(_CStr, _CStr, ManagedTensorVersionedPtr, Int) thin abi("C") -> c_int
+    var _drop: def() thin abi("C") -> c_int
+    var _message: def() thin abi("C") -> _CStr
+
+    def __init__(out self, name: String, path: String) raises:
+        # NODELETE: the function pointers stay valid for the life of the process.
+        var lib = OwnedDLHandle(path, RTLD.NOW | RTLD.NODELETE)
+        self.name = name
+        self._produce = lib._get_function["matrix_guest_produce", type_of(self._produce)]()
+        self._produced = lib._get_function["matrix_guest_produced", type_of(self._produced)]()
+        self._produced_element0 = lib._get_function[
+            "matrix_guest_produced_element0", type_of(self._produced_element0)
+        ]()
+        self._check_written = lib._get_function[
+            "matrix_guest_check_written", type_of(self._check_written)
+        ]()
+        self._check_released = lib._get_function[
+            "matrix_guest_check_released", type_of(self._check_released)
+        ]()
+        self._consume = lib._get_function["matrix_guest_consume", type_of(self._consume)]()
+        self._drop = lib._get_function["matrix_guest_drop", type_of(self._drop)]()
+        self._message = lib._get_function["matrix_guest_message", type_of(self._message)]()
+
+    def result(self, status: c_int) raises -> String:
+        """The payload of the last call's reply; raises `fail`/`unsupported` naming the guest."""
+        var line = String(StringSlice(unsafe_from_utf8=CStringSpan(unsafe_from_ptr=self._message())))
+        var space = line.find(" ")
+        var reason = String(line[byte=space + 1 :]) if space >= 0 else String("")
+        if status == 0:
+            return reason^
+        if status == 2:
+            raise Error(t"unsupported {self.name}: {reason}")
+        raise Error(t"{self.name}: {reason}")
+
+
+struct Guests(Movable):
+    """The guest libraries loaded so far, by runtime."""
+
+    var loaded: Dict[String, Int]
+    var libraries: List[Guest]
+
+    def __init__(out self):
+        self.loaded = Dict[String, Int]()
+        self.libraries = List[Guest]()
+
+    def index(mut self, name: String) raises -> Int:
+        """The position in `libraries` of runtime `name`'s guest, loaded on first use."""
+        if name not in self.loaded:
+            var variable = String(t"DLBRIDGE_MATRIX_GUEST_{name.upper()}")
+            var path = getenv(variable)
+            if not path:
+                raise Error(t"unsupported no guest library for {name} (${variable} is not set)")
+            self.libraries.append(Guest(name, path))
+            self.loaded[name] = len(self.libraries) - 1
+        return self.loaded[name]
+
+
+def check_sentinel_seen[dtype: DType](mut producer: Producer[dtype], who: String) raises:
+    """The producer reads the sentinel in element 0 (cases with elements, not read-only) and
+    its memory was not released."""
+    if producer.layout.size() > 0 and not producer.layout.read_only:
+        var want = sentinel[dtype](expected[dtype](0))
+        var seen = producer.element0()[]
+        if not same(seen, want):
+            raise Error(t"{who} wrote the sentinel {want} through its import, the producer reads {seen}")
+    if producer.count() != 0:
+        raise Error(t"producer memory released {producer.count()} times while {who}'s import lives")
+
+
+def check_import[
+    dtype: DType
+](mut imported: TensorView[dtype], layout: Layout, element0: Int, who: String) raises -> Int:
+    """The consumer's checks of an in-process import; writes the sentinel. Returns N."""
+    check_shape(imported, layout, "imported")
+    check_read_only(imported, layout.read_only, "imported")
+    if imported.is_copied():
+        raise Error(t"the import from {who} is flagged IS_COPIED")
+    var address = imported.description().data
+    if layout.size() > 0 and (not address or Int(address.value()) != element0):
+        var got = Int(address.value()) if address else 0
+        raise Error(t"imported element 0 is at {hex(got)}, {who}'s at {hex(element0)}: not zero-copy")
+    var n = check_elements(imported, layout, "imported")
+    if layout.size() > 0:
+        var idx0 = layout.logical_index(0)
+        var value = sentinel[dtype](expected[dtype](0))
+        if layout.read_only:
+            var refused = False
+            try:
+                set_element(imported, idx0, value)
+            except:
+                refused = True
+            if not refused:
+                raise Error("a write through the read-only import was not refused")
+        else:
+            set_element(imported, idx0, value)
+    return n
+
+
+def host_library_out[
+    dtype: DType
+](g: Guest, dtype_name: String, layout_name: String) raises -> String:
+    """Mojo produces (`export_versioned`), the guest library consumes."""
+    var layout = layout_of(layout_name)
+    var producer = Producer[dtype](layout)
+    var view = producer.lend()
+    var managed = export_versioned(view)
+    _ = view^
+    var d = dtype_name.copy()
+    var l = layout_name.copy()
+    var status = g._consume(_c_string(d), _c_string(l), managed, Int(producer.element0()))
+    _ = d^
+    _ = l^
+    var answer = g.result(status)  # on failure the guest freed its import
+    var problem = String("")
+    try:
+        check_sentinel_seen(producer, g.name)
+    except e:
+        problem = String(e)
+    _ = g.result(g._drop())
+    if problem:
+        raise Error(problem)
+    if producer.count() != 1:
+        raise Error(t"producer memory released {producer.count()} times after {g.name} dropped its import, expected 1")
+    _ = producer^
+    return answer^
+
+
+def host_library_in[
+    dtype: DType
+](g: Guest, dtype_name: String, layout_name: String) raises -> String:
+    """The guest library produces, Mojo consumes (`import_versioned`)."""
+    var layout = layout_of(layout_name)
+    var d = dtype_name.copy()
+    var l = layout_name.copy()
+    var produced = g._produce(_c_string(d), _c_string(l))
+    _ = d^
+    _ = l^
+    _ = g.result(produced)
+    var n = 0
+    var problem = String("")
+    try:
+        var managed = g._produced()
+        if not managed:
+            raise Error(t"{g.name} produced no export")
+        var imported = import_versioned[dtype](managed.value())
+        n = check_import(imported, layout, g._produced_element0(), g.name)
+        _ = g.result(g._check_written())
+        _ = imported^
+    except e:
+        problem = String(e)
+    var released = g._check_released()
+    if problem:
+        raise Error(problem)
+    _ = g.result(released)
+    return String(t"{n} zero-copy")
+
+
+def python_guest() raises -> PythonObject:
+    """The Python agent's module (its `guest_*` functions), imported once."""
+    var sys = Python.import_module("sys")
+    var here = "tests/matrix/agents/python"
+    if not Bool(sys.path.__contains__(here)):
+        sys.path.insert(0, here)
+    return Python.import_module("agent")
+
+
+def host_python_out[dtype: DType](dtype_name: String, layout_name: String) raises -> String:
+    """Mojo produces and hands a `to_dlpack` tensor to Python, which imports it."""
+    var layout = layout_of(layout_name)
+    var guest = python_guest()
+    var producer = Producer[dtype](layout)
+    var view = producer.lend()
+    var obj = to_dlpack(view)
+    _ = view^
+    var answer = String("")
+    var problem = String("")
+    try:
+        answer = String(guest.guest_consume(dtype_name, layout_name, obj, Int(producer.element0())))
+    except e:
+        problem = String(t"python: {e}")
+    _ = obj^
+    if not problem:
+        try:
+            check_sentinel_seen(producer, "python")
+        except e:
+            problem = String(e)
+        try:
+            _ = guest.guest_drop()
+        except e:
+            if not problem:
+                problem = String(t"python: {e}")
+    if problem:
+        _ = Python.import_module("gc").collect()  # whatever Python still holds goes now
+        raise Error(problem)
+    if producer.count() != 1:
+        raise Error(t"producer memory released {producer.count()} times after python dropped its import, expected 1")
+    _ = producer^
+    return answer^
+
+
+def host_python_in[dtype: DType](dtype_name: String, layout_name: String) raises -> String:
+    """Python produces numpy memory; Mojo imports it with `from_dlpack`."""
+    var layout = layout_of(layout_name)
+    var guest = python_guest()
+    var n = 0
+    var problem = String("")
+    var source: PythonObject
+    try:
+        source = guest.guest_produce(dtype_name, layout_name)
+    except e:
+        raise Error(t"python: {e}")
+    try:
+        var element0 = Int(py=guest.guest_produced_element0())
+        var imported = from_dlpack[dtype](source)
+        _ = source^
+        n = check_import(imported, layout, element0, "python")
+        try:
+            _ = guest.guest_check_written()
+        except e:
+            raise Error(t"python: {e}")
+        _ = imported^
+    except e:
+        problem = String(e)
+    try:
+        _ = guest.guest_check_released()
+    except e:
+        if not problem:
+            problem = String(t"python: {e}")
+    if problem:
+        raise Error(problem)
+    return String(t"{n} zero-copy")
+
+
+def run_host[
+    dtype: DType
+](mut guests: Guests, guest: String, direction: String, dtype_name: String, layout_name: String) raises -> String:
+    if direction != "out" and direction != "in":
+        raise Error(t"unknown direction {repr(direction)} (expected out or in)")
+    if guest == "python":
+        if direction == "out":
+            return host_python_out[dtype](dtype_name, layout_name)
+        return host_python_in[dtype](dtype_name, layout_name)
+    var at = guests.index(guest)
+    if direction == "out":
+        return host_library_out[dtype](guests.libraries[at], dtype_name, layout_name)
+    return host_library_in[dtype](guests.libraries[at], dtype_name, layout_name)
+
+
+def run_case[dtype: DType](mut guests: Guests, words: List[String]) raises -> String:
     var op = words[0]
+    if op == "host":
+        return "ok " + run_host[dtype](guests, words[1], words[2], words[3], words[4])
     if op == "self":
         return run_self[dtype](words[2])
     if op == "produce":
@@ -330,40 +616,40 @@ def run_case[dtype: DType](words: List[String]) raises -> String:
     return run_consume[dtype](words[2], words[3])
 
 
-def dispatch(words: List[String]) raises -> String:
-    var name = words[1]
+def dispatch(mut guests: Guests, words: List[String]) raises -> String:
+    var name = words[3] if words[0] == "host" else words[1]
     if name == "complex64" or name == "complex128":
         return String(t"unsupported Mojo has no complex dtype ({name})")
     if name == "bool":
-        return run_case[DType.bool](words)
+        return run_case[DType.bool](guests, words)
     if name == "int8":
-        return run_case[DType.int8](words)
+        return run_case[DType.int8](guests, words)
     if name == "int16":
-        return run_case[DType.int16](words)
+        return run_case[DType.int16](guests, words)
     if name == "int32":
-        return run_case[DType.int32](words)
+        return run_case[DType.int32](guests, words)
     if name == "int64":
-        return run_case[DType.int64](words)
+        return run_case[DType.int64](guests, words)
     if name == "uint8":
-        return run_case[DType.uint8](words)
+        return run_case[DType.uint8](guests, words)
     if name == "uint16":
-        return run_case[DType.uint16](words)
+        return run_case[DType.uint16](guests, words)
     if name == "uint32":
-        return run_case[DType.uint32](words)
+        return run_case[DType.uint32](guests, words)
     if name == "uint64":
-        return run_case[DType.uint64](words)
+        return run_case[DType.uint64](guests, words)
     if name == "float16":
-        return run_case[DType.float16](words)
+        return run_case[DType.float16](guests, words)
     if name == "bfloat16":
-        return run_case[DType.bfloat16](words)
+        return run_case[DType.bfloat16](guests, words)
     if name == "float32":
-        return run_case[DType.float32](words)
+        return run_case[DType.float32](guests, words)
     if name == "float64":
-        return run_case[DType.float64](words)
+        return run_case[DType.float64](guests, words)
     return String(t"fail unknown dtype {repr(name)}")
 
 
-def handle_request(line: String) -> String:
+def handle_request(mut guests: Guests, line: String) -> String:
     var words = List[String]()
     for word in line.split(" "):
         if word:
@@ -373,20 +659,25 @@ def handle_request(line: String) -> String:
     var op = words[0]
     if op == "hello":
         return "ok mojo"
-    var arity = 4 if op == "consume" else 3
-    if op != "self" and op != "produce" and op != "consume":
+    var arity = 4 if op == "consume" else (5 if op == "host" else 3)
+    if op != "self" and op != "produce" and op != "consume" and op != "host":
         return String(t"fail unknown request {repr(line)}")
     if len(words) != arity:
         return String(t"fail {op} takes {arity - 1} arguments, got {len(words) - 1}: {repr(line)}")
+    var layout_at = 4 if op == "host" else 2
     try:
-        _ = layout_of(words[2])
-        return dispatch(words)
+        _ = layout_of(words[layout_at])
+        return dispatch(guests, words)
     except e:
-        return String(t"fail {op} {words[1]} {words[2]}: {e}")
+        var message = String(e)
+        if message.startswith("unsupported "):
+            return message^
+        return String(t"fail {op} {words[1]} {words[2]}: {message}")
 
 
 def main():
     var reader = LineReader()
+    var guests = Guests()
     while True:
         var line = reader.read_line()
         if not line:
@@ -394,4 +685,4 @@ def main():
         var request = line.value()
         if request.strip() == "quit":
             break
-        respond(handle_request(request))
+        respond(handle_request(guests, request))

@@ -746,6 +746,91 @@ def do_host(guest: str, direction: str, dtype: str, layout: str) -> str:
     return f"ok {answer}"
 
 
+
+# --------------------------------------------------------------------------------------------
+# The Python guest: a runtime that embeds CPython (Mojo) imports this module and calls these
+# functions to exchange with numpy and the `dlbridge` package in its own process (PROTOCOL.md,
+# "In-process pairs"). Failed checks raise Fail / Unsupported; the host reports them.
+
+_guest: dict = {}
+
+
+def guest_produce(dtype: str, layout: str):
+    """Builds the case tensor in numpy memory and returns what the host imports: the array
+    itself (its ``__dlpack__``), or for bfloat16 a ``dltensor_versioned`` capsule over it."""
+    parse_case(dtype, layout)
+    if _guest.get("view") is not None:
+        raise Fail("produce while the last produced case is still open")
+    base, view = build(dtype, layout)
+    released = ReleaseCounter(base)
+    del base
+    _guest.update(view=view, released=released, dtype=dtype, layout=layout,
+                  deleter_before=_deleter_calls)
+    return dlpack_source(dtype, view)
+
+
+def guest_produced_element0() -> int:
+    """The producer's address of logical element 0."""
+    return _guest["view"].__array_interface__["data"][0]
+
+
+def guest_check_written() -> str:
+    """While the host's import lives: element 0 holds the sentinel, nothing was released."""
+    view, dtype, layout = _guest["view"], _guest["dtype"], _guest["layout"]
+    if view.size and layout != "readonly":
+        got, want = view[(0,) * view.ndim].item(), sentinel(dtype)
+        if got != want:
+            raise Fail(f"producer reads element 0 as {got!r} after the host wrote the sentinel {want!r}")
+    if _guest["released"].count != 0:
+        raise Fail(f"producer memory released {_guest['released'].count} times while the host's import lives")
+    return "written"
+
+
+def guest_check_released() -> str:
+    """After the host dropped its import: dropping the producer's own view releases the memory
+    exactly once (it would not, were the host still holding it). Ends the case."""
+    released, dtype = _guest["released"], _guest["dtype"]
+    deleter_before = _guest["deleter_before"]
+    _guest.clear()
+    if dtype == "bfloat16" and _deleter_calls - deleter_before != 1:
+        raise Fail(f"bfloat16 export deleter ran {_deleter_calls - deleter_before} times, expected 1")
+    if released.count != 1:
+        gc.collect()
+        raise Fail(f"producer memory released {released.count} times after the host dropped its import, expected 1")
+    return "released"
+
+
+def guest_consume(dtype: str, layout: str, obj, element0: int) -> str:
+    """Imports the host's tensor `obj` with ``dlbridge.from_dlpack``, checks it (numpy import
+    included), proves zero-copy, writes the sentinel and keeps the import."""
+    parse_case(dtype, layout)
+    if _guest.get("import") is not None:
+        raise Fail("consume while the last import is still held")
+    t = dlbridge.from_dlpack(obj)
+    del obj
+    try:
+        n = check_tensor(t, dtype, layout, copied=False, where="import from the host")
+        want_strides = PRODUCER_STRIDES[layout]
+        if n and t.strides != want_strides:
+            raise Fail(f"import from the host has strides {t.strides}, expected the producer's {want_strides}")
+        if n and t.data_ptr != element0:
+            raise Fail(f"import element 0 is at {t.data_ptr:#x}, the host's at {element0:#x}: not zero-copy")
+        if n and layout != "readonly":
+            write_sentinel(t, dtype, sentinel(dtype))
+    except BaseException:
+        del t  # the host's memory must not outlive its producer through this frame
+        raise
+    _guest["import"] = t
+    return f"{n} zero-copy"
+
+
+def guest_drop() -> str:
+    """Drops the import of the last consume."""
+    if _guest.pop("import", None) is None:
+        raise Fail("drop without an import")
+    return "dropped"
+
+
 def handle_request(words: list[str]) -> str | None:
     if not words:
         raise Fail("empty request")
