@@ -14,6 +14,18 @@ build_frontends "$target/matrix-build.log"
 log "building the Rust and C agents"
 cargo build --locked --release --quiet -p dlbridge-matrix-agent
 bash tests/matrix/agents/c/build.sh >&2
+# The Node agent loads guest libraries with koffi (tests/matrix/agents/node/package.json); npm ci
+# runs only when the lock (or Node) changed since the last install.
+(
+  cd tests/matrix/agents/node
+  stamp=node_modules/.dlbridge-install-stamp
+  want=$({ cat package-lock.json; node --version; } | sha256sum | cut -c1-16)
+  if [[ ! -f $stamp || $(<"$stamp") != "$want" ]]; then
+    log "npm ci (tests/matrix/agents/node: koffi)"
+    npm ci --no-audit --no-fund --loglevel=error >&2
+    printf '%s\n' "$want" >"$stamp"
+  fi
+)
 
 # The guest libraries of the in-process pairs (tests/matrix/agents/c/guest.h).
 export DLBRIDGE_MATRIX_GUEST_C="$target/matrix/libmatrix-guest-c.so"

@@ -39,6 +39,7 @@ IN_PROCESS_HOSTS = {
     frozenset(("c", "python")): "python",  # ctypes loads the C guest library
     frozenset(("c", "rust")): "c",  # dlopen of the Rust guest library
     frozenset(("c", "julia")): "julia",  # Libdl + ccall of the C guest library
+    frozenset(("c", "node")): "node",  # koffi loads the C guest library
     frozenset(("c", "mojo")): "mojo",  # std.ffi calls into the C guest library
     frozenset(("mojo", "rust")): "mojo",  # std.ffi calls into the Rust guest library
     frozenset(("mojo", "python")): "mojo",  # the embedded CPython imports the Python agent

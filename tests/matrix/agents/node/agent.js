@@ -7,6 +7,12 @@
 // (--expose-gc: the release checks collect garbage and compare dlbridge's native counts).
 // Everything that is not a response goes to stderr.
 //
+// `host GUEST out|in DTYPE LAYOUT` (in-process pairs, PROTOCOL.md) loads the guest library
+// named by DLBRIDGE_MATRIX_GUEST_<GUEST> (tests/matrix/agents/c/guest.h) with koffi (installed
+// from this folder's package.json by scripts/test-matrix.sh): `out` hands `exportPointer()` to
+// the guest, `in` imports the guest's export with `importPointer`. Pointers cross koffi as
+// `uintptr_t` (the same C ABI as a pointer), so they stay BigInts on this side.
+//
 // Lifetimes: V8 keeps an async function's locals (block-scoped ones too) alive across `await`,
 // so every tensor and typed array is made and checked in synchronous helpers, and the ones that
 // must live across a collection are held in plain state objects whose fields are cleared before
@@ -437,6 +443,155 @@ async function consumeCase(words) {
   return `ok ${n}`;
 }
 
+
+// ---------------------------------------------------------------------------------------------
+// host: a guest library in this process (tests/matrix/agents/c/guest.h), through koffi.
+
+const guests = new Map();
+
+class Unsupported extends Error {}
+
+/** The guest library of runtime `name`, loaded once. */
+function guestLibrary(name) {
+  if (!guests.has(name)) {
+    const variable = `DLBRIDGE_MATRIX_GUEST_${name.toUpperCase()}`;
+    const path = process.env[variable];
+    if (!path) throw new Unsupported(`no guest library for ${name} ($${variable} is not set)`);
+    const koffi = require('koffi');
+    const lib = koffi.load(path);
+    guests.set(name, {
+      name,
+      produce: lib.func('int matrix_guest_produce(const char *dtype, const char *layout)'),
+      produced: lib.func('uintptr_t matrix_guest_produced(void)'),
+      producedElement0: lib.func('uintptr_t matrix_guest_produced_element0(void)'),
+      checkWritten: lib.func('int matrix_guest_check_written(void)'),
+      checkReleased: lib.func('int matrix_guest_check_released(void)'),
+      consume: lib.func('int matrix_guest_consume(const char *dtype, const char *layout, uintptr_t managed, uintptr_t producer0)'),
+      drop: lib.func('int matrix_guest_drop(void)'),
+      message: lib.func('const char *matrix_guest_message(void)'),
+    });
+  }
+  return guests.get(name);
+}
+
+/** The payload of the guest's reply for `status`; throws naming the guest otherwise. */
+function guestResult(g, status) {
+  const message = g.message();
+  const space = message.indexOf(' ');
+  const reason = space >= 0 ? message.slice(space + 1) : '';
+  if (status === 0) return reason;
+  if (status === 2) throw new Unsupported(`${g.name}: ${reason}`);
+  throw new CheckFailed(`${g.name}: ${reason}`);
+}
+
+/** `out`, part 1: the case tensor's export goes to the guest, which imports, checks, writes. */
+function hostOutStart(g, { dtypeName, spec, layout, layoutName }) {
+  const state = { array: makeProducerArray(spec, layout), producer: null };
+  state.producer = makeProducerTensor(spec, layout, state.array);
+  const pointer = state.producer.exportPointer();
+  state.answer = guestResult(g, g.consume(dtypeName, layoutName, pointer, state.producer.dataPtr));
+  state.producer = null;
+  return state;
+}
+
+/** `out`, part 2: the producer reads the sentinel the guest wrote (same memory). */
+function hostOutCheckWritten(g, { spec, layout }, state) {
+  if (layout.readonly || product(layout.shape) === 0) return;
+  const value = spec.sentinel(element0(spec));
+  const at = layout.offset * spec.per;
+  const seen = Array.from(state.array.subarray(at, at + spec.per));
+  check(
+    seen.every((element, k) => element === value[k]),
+    `${g.name} wrote the sentinel ${spec.decode(value)} through its import, the producer reads ${spec.decode(seen)}`,
+  );
+}
+
+async function hostOut(g, kase) {
+  await collect();
+  const base = _debug.counts();
+  const state = hostOutStart(g, kase);
+  let problem = null;
+  try {
+    hostOutCheckWritten(g, kase, state);
+    await collect();
+    const d = delta(base);
+    check(d.releasedTensors === 0 && d.pendingExports === 1, `released while ${g.name}'s import lives: ${showDelta(d)}`);
+  } catch (error) {
+    problem = error;
+  }
+  const dropped = g.drop();
+  state.array = null;
+  if (problem) throw problem;
+  guestResult(g, dropped);
+  await collect();
+  checkAllReleased(base, 1, `after ${g.name} dropped its import and the producer its array`);
+  return `ok ${state.answer}`;
+}
+
+/** `in`, part 1: imports the guest's export, checks it in place, writes the sentinel. */
+function hostInImport({ dtypeName, spec, layout }, g, state) {
+  const pointer = BigInt(g.produced());
+  const element0Address = BigInt(g.producedElement0());
+  check(pointer !== 0n, `${g.name} produced no export`);
+  state.imported = importPointer(pointer);
+  const u = state.imported;
+  const n = product(layout.shape);
+  check(fmt(u.shape) === fmt(layout.shape), `import shape ${fmt(u.shape)}, expected ${fmt(layout.shape)}`);
+  check(u.dtype === dtypeName, `import dtype ${u.dtype}, expected ${dtypeName}`);
+  if (n > 0) {
+    check(fmt(u.strides) === fmt(layout.strides), `import strides ${fmt(u.strides)}, expected ${fmt(layout.strides)}`);
+    check(u.dataPtr === element0Address, `import element 0 at ${u.dataPtr}, ${g.name}'s at ${element0Address}: not zero-copy`);
+  }
+  check(u.readonly === !!layout.readonly, `import readonly is ${u.readonly}, expected ${!!layout.readonly}`);
+  check(u.copied === false, `the import from ${g.name} is flagged copied`);
+  checkElementsByIndex(spec, u, layout.shape, `import from ${g.name}`);
+  if (n > 0) {
+    const origin = layout.shape.map(() => 0);
+    if (layout.readonly) {
+      let refused = false;
+      try {
+        u.set(origin, spec.sentinelValue(element0(spec)));
+      } catch (error) {
+        refused = error.code === 'ERR_DLBRIDGE_READ_ONLY';
+      }
+      check(refused, 'a write through the read-only import was not refused with ERR_DLBRIDGE_READ_ONLY');
+    } else {
+      u.set(origin, spec.sentinelValue(element0(spec)));
+    }
+  }
+  return n;
+}
+
+async function hostIn(g, kase) {
+  guestResult(g, g.produce(kase.dtypeName, kase.layoutName));
+  const state = { imported: null };
+  let n = 0;
+  let problem = null;
+  try {
+    n = hostInImport(kase, g, state);
+    guestResult(g, g.checkWritten());
+  } catch (error) {
+    problem = error;
+  }
+  state.imported = null;
+  await collect();
+  const released = g.checkReleased();
+  if (problem) throw problem;
+  guestResult(g, released);
+  return `ok ${n} zero-copy`;
+}
+
+async function hostCase(words) {
+  if (words.length !== 4) throw new CheckFailed(`host needs GUEST DIRECTION DTYPE LAYOUT, got ${words.length} words`);
+  const [guest, direction, ...rest] = words;
+  if (direction !== 'out' && direction !== 'in') {
+    throw new CheckFailed(`unknown direction ${JSON.stringify(direction)} (expected out or in)`);
+  }
+  const kase = caseOf(rest);
+  const g = guestLibrary(guest);
+  return direction === 'out' ? hostOut(g, kase) : hostIn(g, kase);
+}
+
 async function answer(line) {
   const words = line.trim().split(' ').filter((w) => w !== '');
   const [request, ...rest] = words;
@@ -449,6 +604,8 @@ async function answer(line) {
       return produceCase(rest);
     case 'consume':
       return consumeCase(rest);
+    case 'host':
+      return hostCase(rest);
     default:
       throw new CheckFailed(`unknown request ${JSON.stringify(line)}`);
   }
@@ -491,8 +648,12 @@ async function main() {
       }
       response = await answer(line);
     } catch (error) {
-      const name = error instanceof CheckFailed ? '' : `${error && error.code ? error.code : error && error.name}: `;
-      response = `fail ${name}${error && error.message}`;
+      if (error instanceof Unsupported) {
+        response = `unsupported ${error.message}`;
+      } else {
+        const name = error instanceof CheckFailed ? '' : `${error && error.code ? error.code : error && error.name}: `;
+        response = `fail ${name}${error && error.message}`;
+      }
     }
     respond(response);
   }
