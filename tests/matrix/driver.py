@@ -35,6 +35,16 @@ LAYOUTS = ["c", "f", "strided", "negative", "zero_d", "empty", "readonly"]
 # "In-process pairs"). Adding a pair: give the guest runtime a guest (the C-ABI library of
 # agents/c/guest.h, or a module the host imports), teach the host agent's `host` request to load
 # it, and add the pair here. Pairs missing here cannot share a process (see docs/matrix.md).
+SHM_ONLY = {
+    "node ⇄ python, node ⇄ julia, node ⇄ mojo": "one runtime would have to be embedded in the"
+    " other. Node ships no embeddable library (no libnode), so it can only be the host, and"
+    " hosting CPython, Julia or the Mojo runtime inside Node's process would need a native"
+    " embedding addon that the project does not build",
+    "julia ⇄ mojo": "neither frontend embeds the other runtime: DLBridge.jl talks to C only, and"
+    " the Mojo package to C and CPython only",
+    "rust ⇄ python, rust ⇄ node, rust ⇄ julia, python ⇄ julia": "shm only until the extension"
+    " crates (pyo3, napi-rs) and the Julia embedding (jlrs) bring their in-process pairs",
+}
 IN_PROCESS_HOSTS = {
     frozenset(("c", "python")): "python",  # ctypes loads the C guest library
     frozenset(("c", "rust")): "c",  # dlopen of the Rust guest library
@@ -278,7 +288,11 @@ def render(cells, failures, unsupported, leftovers, broken, ok, fail, unsup, ela
         "",
         "In-process pairs (host: the agent that loads the other runtime): "
         + ", ".join(f"{' and '.join(sorted(pair))} ({host} hosts)" for pair, host in pairs) + ".",
+        "",
+        "Pairs without an in-process mode, and why:",
+        "",
     ]
+    lines += [f"- {pairs}: {why}." for pairs, why in SHM_ONLY.items()]
     slowest = sorted(cells.items(), key=lambda kv: -kv[1]["seconds"])[:3]
     lines += [
         "",
