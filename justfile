@@ -28,7 +28,7 @@ test:
 lint:
     cargo fmt --all -- --check
     cargo clippy --workspace --all-targets --locked -- -D warnings
-    RUSTDOCFLAGS="-D warnings" cargo doc --locked --no-deps -p dlbridge
+    RUSTDOCFLAGS="-D warnings" cargo doc --locked --no-deps -p dlbridge --features ndarray
 
 # Benchmarks, each against peers measured in the same run; writes docs/benchmarks.md.
 bench:
