@@ -35,4 +35,5 @@ lint:
 bench:
     @scripts/bench-core.sh
     @scripts/bench-frontends.sh
+    @scripts/bench-pyo3-example.sh
     @scripts/bench-node.sh

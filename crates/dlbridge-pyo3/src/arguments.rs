@@ -3,16 +3,18 @@
 
 use std::fmt::Write as _;
 use std::marker::PhantomData;
+use std::mem::ManuallyDrop;
 use std::ops::Deref;
 
-use dlbridge::{AsTensorView, DataType, Device, Element, ManagedTensor, Order, Tensor, TensorView};
+use dlbridge::{AsTensorView, DataType, Device, Element, Order, Tensor, TensorView};
 use ndarray::{ArrayViewD, ArrayViewMutD};
 use pyo3::exceptions::{PyIndexError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 
 use crate::borrows::Borrow;
+use crate::buffer::BufferTensor;
 use crate::errors::to_py_err;
-use crate::import::from_dlpack;
+use crate::import::{import, Source};
 
 /// The `NDIM` of a typed argument that accepts any number of dimensions.
 pub const ANY_NDIM: usize = usize::MAX;
@@ -21,13 +23,15 @@ pub const ANY_NDIM: usize = usize::MAX;
 /// duration of a call.
 ///
 /// Accepts a DLPack capsule, an instance of a type publishing `__dlpack_c_exchange_api__`
-/// (torch, dlbridge) or any object with `__dlpack__` (numpy, jax, pyarrow, mlx, ...). The
-/// producer's deleter runs exactly once, when the value drops.
+/// (torch, dlbridge) or any object with `__dlpack__` (numpy, jax, pyarrow, mlx, ...). Producers
+/// that give only legacy capsules but export buffers (jax, mlx) lend their memory through the
+/// buffer protocol, which is cheaper for them and exact about read-only memory. The
+/// producer's deleter runs (or its buffer is released) exactly once, when the value drops.
 ///
 /// The value is tied to the GIL (`'py`) and cannot be sent to another thread, but the slices and
 /// ndarray views borrowed from it can: see the crate docs on releasing the GIL.
 pub struct PyTensor<'py> {
-    tensor: ManagedTensor,
+    source: Source,
     _gil: PhantomData<Python<'py>>,
 }
 
@@ -35,14 +39,17 @@ impl<'py> PyTensor<'py> {
     /// Imports `obj` (see [`from_dlpack`](crate::from_dlpack)).
     pub fn new(obj: &Bound<'py, PyAny>) -> PyResult<Self> {
         Ok(PyTensor {
-            tensor: from_dlpack(obj)?,
+            source: import(obj)?,
             _gil: PhantomData,
         })
     }
 
     /// A view of the tensor's metadata and memory.
     pub fn view(&self) -> TensorView<'_> {
-        self.tensor.view()
+        match &self.source {
+            Source::Managed(managed) => managed.view(),
+            Source::Buffer(buffer) => buffer.view(),
+        }
     }
 
     /// Dimension sizes.
@@ -91,9 +98,48 @@ impl<'py> PyTensor<'py> {
     }
 
     /// The tensor as an owned, `Send` [`Tensor`] that keeps the producer's memory alive after the
-    /// call returns (the producer's deleter, which takes the GIL itself, runs when it drops).
-    pub fn into_tensor(self) -> Tensor {
-        Tensor::from_managed(self.tensor)
+    /// call returns. When it drops, the producer's DLPack deleter runs (DLPack deleters take the
+    /// GIL themselves), or a borrowed buffer is released with the GIL taken for it.
+    pub fn into_tensor(self) -> PyResult<Tensor> {
+        match self.source {
+            Source::Managed(managed) => Ok(Tensor::from_managed(managed)),
+            Source::Buffer(buffer) => {
+                let view = buffer.view();
+                let (data, dtype, device, flags) =
+                    (view.data_ptr(), view.dtype(), view.device(), view.flags());
+                let (shape, strides) = (view.shape().to_vec(), view.strides().to_vec());
+                // SAFETY: the buffer, moved into the owner, keeps the memory valid (and writable
+                // unless READ_ONLY) until the owner drops.
+                unsafe {
+                    Tensor::from_raw_parts(
+                        data,
+                        &shape,
+                        Some(&strides),
+                        dtype,
+                        device,
+                        flags,
+                        Box::new(HeldBuffer(ManuallyDrop::new(buffer))),
+                    )
+                }
+                .map_err(to_py_err)
+            }
+        }
+    }
+}
+
+/// A buffer that may be dropped on any thread: it takes the GIL to release itself.
+struct HeldBuffer(ManuallyDrop<BufferTensor>);
+
+// SAFETY: the buffer is only touched again in `drop`, which takes the GIL first; the memory it
+// describes is read through views whose synchronisation is the owner's `Tensor` contract.
+unsafe impl Send for HeldBuffer {}
+// SAFETY: `&HeldBuffer` gives access to nothing.
+unsafe impl Sync for HeldBuffer {}
+
+impl Drop for HeldBuffer {
+    fn drop(&mut self) {
+        // SAFETY: dropped exactly once, here, with the GIL that releasing a buffer needs.
+        Python::attach(|_| unsafe { ManuallyDrop::drop(&mut self.0) });
     }
 }
 

@@ -7,6 +7,7 @@
 
 use std::ffi::{c_int, c_void, CStr};
 use std::ptr;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::OnceLock;
 
 use dlbridge::ffi::{DLManagedTensorVersioned, DLPackExchangeAPI, DLPACK_MAJOR_VERSION};
@@ -17,6 +18,7 @@ use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyCapsule, PyInt, PyMemoryView, PyString, PyTuple, PyType};
 
+use crate::buffer::BufferTensor;
 use crate::errors::to_py_err;
 use crate::symbols::{vectorcall_method, PY_VECTORCALL_ARGUMENTS_OFFSET};
 
@@ -77,29 +79,88 @@ struct Entry {
     conj_bit: bool,
 }
 
-/// Types seen and their tables. Each slot is written once; a cached type is kept alive by a
-/// reference, so its address cannot be reused by another type. Types beyond the slots are probed
-/// on every call (correct, only slower).
-static TYPES: [OnceLock<(usize, Option<Entry>)>; 16] = [const { OnceLock::new() }; 16];
+/// What a type offers for importing its instances, learned on first sight.
+struct TypeInfo {
+    key: usize,
+    /// The C exchange API table, if the type publishes one.
+    exchange_api: Option<Entry>,
+    /// Whether instances export buffers (and the type has `__dlpack__`).
+    buffers: bool,
+    /// Set once `__dlpack__` returned a legacy capsule for an instance: such producers (jax,
+    /// mlx) are asked for their read-only-ness through the buffer protocol anyway, so from then
+    /// on their memory is borrowed through it directly (no capsule, no `__dlpack__` call).
+    legacy_only: AtomicBool,
+}
 
-fn lookup(ty: &Bound<'_, PyType>) -> Option<Entry> {
+/// Types seen. Each slot is written once; a cached type is kept alive by a reference, so its
+/// address cannot be reused by another type. Types beyond the slots are probed on every call
+/// (correct, only slower).
+static TYPES: [OnceLock<TypeInfo>; 16] = [const { OnceLock::new() }; 16];
+
+/// The cached facts about `obj`'s type, or freshly probed ones when the cache is full.
+fn lookup(obj: &Bound<'_, PyAny>) -> Result<&'static TypeInfo, TypeInfo> {
+    let ty = obj.get_type();
     let key = ty.as_ptr() as usize;
     for slot in &TYPES {
         match slot.get() {
-            Some((k, entry)) if *k == key => return *entry,
+            Some(info) if info.key == key => return Ok(info),
             Some(_) => continue,
             None => {
-                let found = probe(ty);
-                if slot.set((key, found)).is_ok() {
+                let mut stored = false;
+                let info = slot.get_or_init(|| {
+                    stored = true;
+                    type_info(obj, &ty)
+                });
+                if stored {
                     // SAFETY: a live type object; the reference keeps it (and so the key) alive
                     // for the life of the process.
                     unsafe { ffi::Py_IncRef(ty.as_ptr()) };
                 }
-                return found;
+                if info.key == key {
+                    return Ok(info);
+                }
             }
         }
     }
-    probe(ty)
+    Err(type_info(obj, &ty))
+}
+
+fn type_info(obj: &Bound<'_, PyAny>, ty: &Bound<'_, PyType>) -> TypeInfo {
+    let py = ty.py();
+    TypeInfo {
+        key: ty.as_ptr() as usize,
+        exchange_api: probe(ty),
+        buffers: crate::buffer::supported(obj)
+            && ty.hasattr(interned(py).dlpack.bind(py)).unwrap_or(false),
+        legacy_only: AtomicBool::new(false),
+    }
+}
+
+/// An imported tensor: a DLPack managed tensor, or a held buffer.
+pub(crate) enum Source {
+    /// Through a capsule or the exchange API.
+    Managed(ManagedTensor),
+    /// Through the buffer protocol.
+    Buffer(BufferTensor),
+}
+
+/// Imports `obj` for a call: through the buffer protocol for legacy-only DLPack producers that
+/// export buffers, else as [`from_dlpack`] does.
+pub(crate) fn import(obj: &Bound<'_, PyAny>) -> PyResult<Source> {
+    if is_capsule(obj) {
+        return consume(obj, || false).map(Source::Managed);
+    }
+    let info = lookup(obj);
+    let info = match &info {
+        Ok(cached) => cached,
+        Err(fresh) => fresh,
+    };
+    if info.buffers && info.legacy_only.load(Ordering::Relaxed) {
+        if let Some(buffer) = BufferTensor::get(obj) {
+            return Ok(Source::Buffer(buffer));
+        }
+    }
+    import_dlpack(obj, info).map(Source::Managed)
 }
 
 /// Reads the table a type publishes (capsule or integer form, either attribute name) and checks
@@ -151,11 +212,19 @@ fn probe(ty: &Bound<'_, PyType>) -> Option<Entry> {
 /// `BufferError` for tensors that cannot be exchanged (invalid metadata, unknown dtype),
 /// `ValueError` for a capsule consumed already, and whatever the producer raises.
 pub fn from_dlpack(obj: &Bound<'_, PyAny>) -> PyResult<ManagedTensor> {
-    let py = obj.py();
     if is_capsule(obj) {
         return consume(obj, || false);
     }
-    if let Some(entry) = lookup(&obj.get_type()) {
+    match &lookup(obj) {
+        Ok(cached) => import_dlpack(obj, cached),
+        Err(fresh) => import_dlpack(obj, fresh),
+    }
+}
+
+/// The exchange API when the type has one (and it can honour the call), else `__dlpack__`.
+fn import_dlpack(obj: &Bound<'_, PyAny>, info: &TypeInfo) -> PyResult<ManagedTensor> {
+    let py = obj.py();
+    if let Some(entry) = info.exchange_api {
         let mut out: *mut DLManagedTensorVersioned = ptr::null_mut();
         // SAFETY: the producer's entry point for objects of this type, called with the GIL held.
         let status = unsafe { (entry.from_py_object)(obj.as_ptr().cast(), &mut out) };
@@ -178,7 +247,11 @@ pub fn from_dlpack(obj: &Bound<'_, PyAny>) -> PyResult<ManagedTensor> {
             capsule.get_type().name()?
         )));
     }
-    consume(&capsule, || declares_read_only(obj))
+    let managed = consume(&capsule, || declares_read_only(obj))?;
+    if managed.is_legacy() && info.buffers {
+        info.legacy_only.store(true, Ordering::Relaxed);
+    }
+    Ok(managed)
 }
 
 /// Whether a complex tensor of a conjugate-bit type holds lazily conjugated values (errors count

@@ -39,6 +39,14 @@
 //! read-only-ness is asked through the buffer protocol). The producer's deleter runs exactly
 //! once, when the argument drops.
 //!
+//! Producers whose `__dlpack__` only gives legacy capsules (jax, mlx) must be asked for their
+//! read-only-ness through the buffer protocol anyway; once a type is seen doing that, its
+//! instances are borrowed through the buffer protocol directly when the format maps exactly onto
+//! a DLPack dtype (native-order booleans, integers, floats, complex) with whole-element strides:
+//! the same memory with the same read-only answer, without a capsule (jax: about 5x cheaper).
+//! The buffer is released when the argument drops. Other formats (bfloat16) still go through
+//! `__dlpack__`. [`from_dlpack`] itself always speaks DLPack.
+//!
 //! ## Releasing the GIL
 //! Argument values are tied to the GIL (`'py`) and stay on the calling thread, but what they lend
 //! (`&[T]`, `&mut [T]`, ndarray views) is `Send`, so the heavy part can run with the GIL
@@ -70,6 +78,7 @@
 
 mod arguments;
 mod borrows;
+mod buffer;
 mod errors;
 mod export;
 mod import;

@@ -30,7 +30,7 @@ pub(crate) fn vectorcall_method() -> Option<VectorcallMethod> {
 }
 
 #[cfg(unix)]
-fn lookup_symbol(name: &CStr) -> Option<*mut c_void> {
+pub(crate) fn lookup_symbol(name: &CStr) -> Option<*mut c_void> {
     extern "C" {
         fn dlsym(handle: *mut c_void, symbol: *const c_char) -> *mut c_void;
     }
@@ -45,6 +45,6 @@ fn lookup_symbol(name: &CStr) -> Option<*mut c_void> {
 }
 
 #[cfg(not(unix))]
-fn lookup_symbol(_name: &CStr) -> Option<*mut c_void> {
+pub(crate) fn lookup_symbol(_name: &CStr) -> Option<*mut c_void> {
     None
 }

@@ -235,3 +235,22 @@ print("ok")
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "ok"
+
+
+def test_buffer_and_dlpack_routes_agree_on_every_answer():
+    # numpy and jax lend buffers; byte-swapped numpy data has no exact buffer dtype and goes
+    # through __dlpack__, which refuses it; torch goes through the exchange API.
+    a = np.arange(6, dtype=np.float32).reshape(2, 3)[:, ::-1]
+    assert tensorops.sum(a) == 15.0
+    with pytest.raises(BufferError):
+        tensorops.sum(np.arange(3, dtype=">f4"))
+    j = jnp.arange(6, dtype=jnp.float32)
+    assert tensorops.length(j) == 6
+    with pytest.raises(ValueError, match="read-only"):
+        tensorops.scale_(j, 2.0)
+    assert j.tolist() == [0, 1, 2, 3, 4, 5]
+    # A writable view of a read-only base is still refused (numpy reports the view read-only).
+    base = np.zeros(4, dtype=np.float32)
+    base.flags.writeable = False
+    with pytest.raises(ValueError, match="read-only"):
+        tensorops.scale_(base[::2], 2.0)
