@@ -118,7 +118,7 @@ impl<'py> PyTensor<'py> {
                         dtype,
                         device,
                         flags,
-                        Box::new(HeldBuffer(ManuallyDrop::new(buffer))),
+                        Box::new(HeldBuffer(ManuallyDrop::new(*buffer))),
                     )
                 }
                 .map_err(to_py_err)

@@ -140,8 +140,9 @@ fn type_info(obj: &Bound<'_, PyAny>, ty: &Bound<'_, PyType>) -> TypeInfo {
 pub(crate) enum Source {
     /// Through a capsule or the exchange API.
     Managed(ManagedTensor),
-    /// Through the buffer protocol.
-    Buffer(BufferTensor),
+    /// Through the buffer protocol (boxed: arguments move a few times on their way into a
+    /// function, and a small `Source` keeps those moves cheap).
+    Buffer(Box<BufferTensor>),
 }
 
 /// Imports `obj` for a call: through the buffer protocol for legacy-only DLPack producers that
@@ -157,7 +158,7 @@ pub(crate) fn import(obj: &Bound<'_, PyAny>) -> PyResult<Source> {
     };
     if info.buffers && info.legacy_only.load(Ordering::Relaxed) {
         if let Some(buffer) = BufferTensor::get(obj) {
-            return Ok(Source::Buffer(buffer));
+            return Ok(Source::Buffer(Box::new(buffer)));
         }
     }
     import_dlpack(obj, info).map(Source::Managed)
