@@ -18,6 +18,7 @@ test:
     @scripts/test-rust.sh
     @scripts/test-capi.sh
     @scripts/test-python.sh
+    @scripts/test-pyo3-example.sh
     @scripts/test-node.sh
     @scripts/test-julia.sh
     @scripts/test-mojo.sh
@@ -32,10 +33,11 @@ matrix-docs:
 lint:
     cargo fmt --all -- --check
     cargo clippy --workspace --all-targets --locked -- -D warnings
-    RUSTDOCFLAGS="-D warnings" cargo doc --locked --no-deps -p dlbridge
+    RUSTDOCFLAGS="-D warnings" cargo doc --locked --no-deps -p dlbridge -p dlbridge-pyo3 --features dlbridge/ndarray
 
 # Benchmarks, each against peers measured in the same run; writes docs/benchmarks.md.
 bench:
     @scripts/bench-core.sh
     @scripts/bench-frontends.sh
+    @scripts/bench-pyo3-example.sh
     @scripts/bench-node.sh

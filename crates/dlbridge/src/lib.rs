@@ -10,6 +10,7 @@
 //! - [`TensorView`]: a borrowed view with safe accessors; [`layout`] has the shape/stride math.
 //! - [`export`]: hand any [`AsTensorView`] out as a versioned or legacy managed tensor.
 //! - Copies ([`TensorView::to_contiguous`]) turn any strided layout into C or F order.
+//! - `ndarray_interop` (feature `ndarray`): ndarray views of tensors, owned arrays as tensors.
 //! - [`shm`]: shared-memory segments for runtimes that cannot share a process.
 //!
 //! ```
@@ -36,6 +37,8 @@ pub mod ffi;
 mod flags;
 pub mod layout;
 mod managed;
+#[cfg(feature = "ndarray")]
+pub mod ndarray_interop;
 #[cfg(unix)]
 pub mod shm;
 mod tensor;

@@ -1,0 +1,470 @@
+//! Tensor arguments for `#[pyfunction]`s: [`PyTensor`] (any dtype), [`PyTensorRef`] and
+//! [`PyTensorMut`] (typed, checked at extraction).
+
+use std::fmt::Write as _;
+use std::marker::PhantomData;
+use std::mem::ManuallyDrop;
+use std::ops::Deref;
+
+use dlbridge::{AsTensorView, DataType, Device, Element, Order, Tensor, TensorView};
+use ndarray::{ArrayViewD, ArrayViewMutD};
+use pyo3::exceptions::{PyIndexError, PyTypeError, PyValueError};
+use pyo3::prelude::*;
+
+use crate::borrows::Borrow;
+use crate::buffer::BufferTensor;
+use crate::errors::to_py_err;
+use crate::import::{import, Source};
+
+/// The `NDIM` of a typed argument that accepts any number of dimensions.
+pub const ANY_NDIM: usize = usize::MAX;
+
+/// A tensor argument of any dtype, device and layout, borrowed from a Python producer for the
+/// duration of a call.
+///
+/// Accepts a DLPack capsule, an instance of a type publishing `__dlpack_c_exchange_api__`
+/// (torch, dlbridge) or any object with `__dlpack__` (numpy, jax, pyarrow, mlx, ...). Producers
+/// that give only legacy capsules but export buffers (jax, mlx) lend their memory through the
+/// buffer protocol, which is cheaper for them and exact about read-only memory. The
+/// producer's deleter runs (or its buffer is released) exactly once, when the value drops.
+///
+/// The value is tied to the GIL (`'py`) and cannot be sent to another thread, but the slices and
+/// ndarray views borrowed from it can: see the crate docs on releasing the GIL.
+pub struct PyTensor<'py> {
+    source: Source,
+    _gil: PhantomData<Python<'py>>,
+}
+
+impl<'py> PyTensor<'py> {
+    /// Imports `obj` (see [`from_dlpack`](crate::from_dlpack)).
+    pub fn new(obj: &Bound<'py, PyAny>) -> PyResult<Self> {
+        Ok(PyTensor {
+            source: import(obj)?,
+            _gil: PhantomData,
+        })
+    }
+
+    /// A view of the tensor's metadata and memory.
+    pub fn view(&self) -> TensorView<'_> {
+        match &self.source {
+            Source::Managed(managed) => managed.view(),
+            Source::Buffer(buffer) => buffer.view(),
+        }
+    }
+
+    /// Dimension sizes.
+    pub fn shape(&self) -> &[i64] {
+        self.view().shape()
+    }
+
+    /// Strides in elements (negative for reversed axes).
+    pub fn strides(&self) -> &[i64] {
+        self.view().strides()
+    }
+
+    /// Number of dimensions.
+    pub fn ndim(&self) -> usize {
+        self.view().ndim()
+    }
+
+    /// Number of elements.
+    pub fn len(&self) -> usize {
+        self.view().size()
+    }
+
+    /// Whether the tensor has no elements.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Element type.
+    pub fn dtype(&self) -> DataType {
+        self.view().dtype()
+    }
+
+    /// Device of the memory.
+    pub fn device(&self) -> Device {
+        self.view().device()
+    }
+
+    /// Whether the producer forbids writing (jax arrays, read-only numpy arrays, pyarrow).
+    pub fn is_read_only(&self) -> bool {
+        self.view().is_read_only()
+    }
+
+    /// Address of element 0.
+    pub fn data_ptr(&self) -> *mut u8 {
+        self.view().data_ptr()
+    }
+
+    /// The tensor as an owned, `Send` [`Tensor`] that keeps the producer's memory alive after the
+    /// call returns. When it drops, the producer's DLPack deleter runs (DLPack deleters take the
+    /// GIL themselves), or a borrowed buffer is released with the GIL taken for it.
+    pub fn into_tensor(self) -> PyResult<Tensor> {
+        match self.source {
+            Source::Managed(managed) => Ok(Tensor::from_managed(managed)),
+            Source::Buffer(buffer) => {
+                let view = buffer.view();
+                let (data, dtype, device, flags) =
+                    (view.data_ptr(), view.dtype(), view.device(), view.flags());
+                let (shape, strides) = (view.shape().to_vec(), view.strides().to_vec());
+                // SAFETY: the buffer, moved into the owner, keeps the memory valid (and writable
+                // unless READ_ONLY) until the owner drops.
+                unsafe {
+                    Tensor::from_raw_parts(
+                        data,
+                        &shape,
+                        Some(&strides),
+                        dtype,
+                        device,
+                        flags,
+                        Box::new(HeldBuffer(ManuallyDrop::new(*buffer))),
+                    )
+                }
+                .map_err(to_py_err)
+            }
+        }
+    }
+}
+
+/// A buffer that may be dropped on any thread: it takes the GIL to release itself.
+struct HeldBuffer(ManuallyDrop<BufferTensor>);
+
+// SAFETY: the buffer is only touched again in `drop`, which takes the GIL first; the memory it
+// describes is read through views whose synchronisation is the owner's `Tensor` contract.
+unsafe impl Send for HeldBuffer {}
+// SAFETY: `&HeldBuffer` gives access to nothing.
+unsafe impl Sync for HeldBuffer {}
+
+impl Drop for HeldBuffer {
+    fn drop(&mut self) {
+        // SAFETY: dropped exactly once, here, with the GIL that releasing a buffer needs.
+        Python::attach(|_| unsafe { ManuallyDrop::drop(&mut self.0) });
+    }
+}
+
+impl<'a, 'py> FromPyObject<'a, 'py> for PyTensor<'py> {
+    type Error = PyErr;
+
+    fn extract(obj: Borrowed<'a, 'py, PyAny>) -> PyResult<Self> {
+        PyTensor::new(&obj)
+    }
+}
+
+/// "a read-only float32 tensor of shape [2, 3] and strides [3, 1] on cpu:0": what an argument
+/// actually is, for error messages.
+fn describe(view: &TensorView<'_>) -> String {
+    let mut text = String::from("a ");
+    if view.is_read_only() {
+        text.push_str("read-only ");
+    }
+    let _ = write!(
+        text,
+        "{} tensor of shape {:?} and strides {:?} on {}",
+        view.dtype(),
+        view.shape(),
+        view.strides(),
+        view.device()
+    );
+    text
+}
+
+/// What a typed argument demands, checked in this order at extraction.
+fn check<T: Element>(
+    view: &TensorView<'_>,
+    ndim: usize,
+    c_contiguous: bool,
+    writable: bool,
+) -> PyResult<()> {
+    let expected = || {
+        let mut text = String::new();
+        if writable {
+            text.push_str("writable ");
+        }
+        if c_contiguous {
+            text.push_str("C-contiguous ");
+        }
+        if ndim != ANY_NDIM {
+            let _ = write!(text, "{ndim}-d ");
+        }
+        let _ = write!(text, "{} CPU tensor", T::DTYPE);
+        text
+    };
+    let fail = |new_err: fn(String) -> PyErr| {
+        Err(new_err(format!(
+            "expected a {}, got {}",
+            expected(),
+            describe(view)
+        )))
+    };
+    if view.dtype() != T::DTYPE {
+        return fail(PyTypeError::new_err);
+    }
+    if !view.device().kind.is_host_accessible()
+        || (ndim != ANY_NDIM && view.ndim() != ndim)
+        || (c_contiguous && !view.is_contiguous(Order::C))
+        || (writable && view.is_read_only())
+    {
+        return fail(PyValueError::new_err);
+    }
+    if view.size() > 0 && (view.data_ptr() as usize) % std::mem::align_of::<T>() != 0 {
+        return Err(PyValueError::new_err(format!(
+            "expected a {}, got {} whose element 0 at {:p} is not aligned for {}",
+            expected(),
+            describe(view),
+            view.data_ptr(),
+            T::DTYPE
+        )));
+    }
+    Ok(())
+}
+
+/// A checked, typed tensor argument and the borrow of its memory.
+struct Typed<'py> {
+    tensor: PyTensor<'py>,
+    _borrow: Option<Borrow>,
+}
+
+impl<'py> Typed<'py> {
+    fn extract<T: Element>(
+        obj: &Bound<'py, PyAny>,
+        ndim: usize,
+        c_contiguous: bool,
+        writable: bool,
+    ) -> PyResult<Self> {
+        let tensor = PyTensor::new(obj)?;
+        let view = tensor.view();
+        check::<T>(&view, ndim, c_contiguous, writable)?;
+        let span = view.byte_span();
+        let borrow = (!span.is_empty())
+            .then(|| {
+                let base = view.data_ptr() as usize;
+                let (start, end) = (
+                    base.wrapping_add_signed(span.start),
+                    base.wrapping_add_signed(span.end),
+                );
+                Borrow::acquire(start, end, writable).map_err(|held| {
+                    PyValueError::new_err(format!(
+                        "{} overlaps memory that another argument borrows {held}; pass a copy",
+                        describe(&view)
+                    ))
+                })
+            })
+            .transpose()?;
+        Ok(Typed {
+            tensor,
+            _borrow: borrow,
+        })
+    }
+
+    fn get<T: Element>(&self, index: &[usize]) -> PyResult<T> {
+        let view = self.tensor.view();
+        let offset = element_offset(&view, index)?;
+        // SAFETY: the index is in bounds, so the element lies in the validated span of host
+        // memory that lives as long as `self`; the dtype is T (checked at extraction).
+        Ok(unsafe {
+            (view.data_ptr() as *const T)
+                .offset(offset)
+                .read_unaligned()
+        })
+    }
+}
+
+/// The element offset of `index`, or IndexError.
+fn element_offset(view: &TensorView<'_>, index: &[usize]) -> PyResult<isize> {
+    if index.len() != view.ndim() || index.iter().zip(view.shape()).any(|(&i, &d)| i as i64 >= d) {
+        return Err(PyIndexError::new_err(format!(
+            "index {index:?} is out of bounds for shape {:?}",
+            view.shape()
+        )));
+    }
+    Ok(index
+        .iter()
+        .zip(view.strides())
+        .map(|(&i, &s)| i as isize * s as isize)
+        .sum())
+}
+
+/// A read-only tensor argument of element type `T` on the CPU, checked at extraction:
+/// dtype `T` (else `TypeError`), `NDIM` dimensions unless [`ANY_NDIM`], C-contiguous when
+/// `C_CONTIGUOUS` (else `ValueError`). Error messages name what the argument actually is.
+///
+/// ```no_run
+/// use dlbridge_pyo3::PyTensorRef;
+/// use pyo3::prelude::*;
+///
+/// /// Sum of a 1-d float64 tensor with any stride (numpy, torch, jax, ...).
+/// #[pyfunction]
+/// fn total(x: PyTensorRef<'_, f64, 1>) -> PyResult<f64> {
+///     Ok(x.as_array()?.sum())
+/// }
+/// ```
+pub struct PyTensorRef<
+    'py,
+    T: Element,
+    const NDIM: usize = ANY_NDIM,
+    const C_CONTIGUOUS: bool = false,
+> {
+    typed: Typed<'py>,
+    _element: PhantomData<T>,
+}
+
+impl<'py, T: Element, const NDIM: usize, const C: bool> PyTensorRef<'py, T, NDIM, C> {
+    /// Imports `obj` and checks it (what extraction does).
+    pub fn new(obj: &Bound<'py, PyAny>) -> PyResult<Self> {
+        Ok(PyTensorRef {
+            typed: Typed::extract::<T>(obj, NDIM, C, false)?,
+            _element: PhantomData,
+        })
+    }
+
+    /// The elements as a slice, for C-contiguous tensors (always, when `C_CONTIGUOUS`);
+    /// ValueError naming the strides otherwise.
+    pub fn as_slice(&self) -> PyResult<&[T]> {
+        self.typed.tensor.view().as_slice::<T>().map_err(|_| {
+            PyValueError::new_err(format!(
+                "a slice needs a C-contiguous tensor, got {}",
+                describe(&self.typed.tensor.view())
+            ))
+        })
+    }
+
+    /// An ndarray view honouring the strides (negative and zero strides included).
+    pub fn as_array(&self) -> PyResult<ArrayViewD<'_, T>> {
+        self.typed.tensor.view().as_array::<T>().map_err(to_py_err)
+    }
+
+    /// The element at `index` (one index per dimension); IndexError when out of bounds.
+    pub fn get(&self, index: &[usize]) -> PyResult<T> {
+        self.typed.get(index)
+    }
+}
+
+impl<'py, T: Element, const NDIM: usize, const C: bool> Deref for PyTensorRef<'py, T, NDIM, C> {
+    type Target = PyTensor<'py>;
+
+    fn deref(&self) -> &PyTensor<'py> {
+        &self.typed.tensor
+    }
+}
+
+impl<'a, 'py, T: Element, const NDIM: usize, const C: bool> FromPyObject<'a, 'py>
+    for PyTensorRef<'py, T, NDIM, C>
+{
+    type Error = PyErr;
+
+    fn extract(obj: Borrowed<'a, 'py, PyAny>) -> PyResult<Self> {
+        PyTensorRef::new(&obj)
+    }
+}
+
+/// A writable tensor argument of element type `T` on the CPU: the checks of [`PyTensorRef`],
+/// plus: read-only producers (jax arrays, read-only numpy arrays, pyarrow) are refused with a
+/// ValueError, and the memory may not overlap another typed argument of the same call.
+///
+/// ```no_run
+/// use dlbridge_pyo3::PyTensorMut;
+/// use pyo3::prelude::*;
+///
+/// /// Multiplies every element of a float32 tensor by `k`, in place, whatever its strides.
+/// #[pyfunction]
+/// fn scale_(mut x: PyTensorMut<'_, f32>, k: f32) -> PyResult<()> {
+///     x.as_array_mut()?.mapv_inplace(|v| v * k);
+///     Ok(())
+/// }
+/// ```
+pub struct PyTensorMut<
+    'py,
+    T: Element,
+    const NDIM: usize = ANY_NDIM,
+    const C_CONTIGUOUS: bool = false,
+> {
+    typed: Typed<'py>,
+    _element: PhantomData<T>,
+}
+
+impl<'py, T: Element, const NDIM: usize, const C: bool> PyTensorMut<'py, T, NDIM, C> {
+    /// Imports `obj` and checks it (what extraction does).
+    pub fn new(obj: &Bound<'py, PyAny>) -> PyResult<Self> {
+        Ok(PyTensorMut {
+            typed: Typed::extract::<T>(obj, NDIM, C, true)?,
+            _element: PhantomData,
+        })
+    }
+
+    /// The elements as a slice (C-contiguous tensors only, as [`PyTensorRef::as_slice`]).
+    pub fn as_slice(&self) -> PyResult<&[T]> {
+        self.typed.tensor.view().as_slice::<T>().map_err(|_| {
+            PyValueError::new_err(format!(
+                "a slice needs a C-contiguous tensor, got {}",
+                describe(&self.typed.tensor.view())
+            ))
+        })
+    }
+
+    /// The elements as a mutable slice (C-contiguous tensors only).
+    pub fn as_slice_mut(&mut self) -> PyResult<&mut [T]> {
+        let len = self.as_slice()?.len();
+        let data = self.typed.tensor.view().data_ptr() as *mut T;
+        if len == 0 {
+            return Ok(&mut []);
+        }
+        // SAFETY: C-contiguous host memory of `len` elements of T, aligned (checked at
+        // extraction), writable (not read-only), borrowed exclusively: `&mut self` here, and no
+        // other typed argument overlaps it (the borrow registry).
+        Ok(unsafe { std::slice::from_raw_parts_mut(data, len) })
+    }
+
+    /// An ndarray view honouring the strides.
+    pub fn as_array(&self) -> PyResult<ArrayViewD<'_, T>> {
+        self.typed.tensor.view().as_array::<T>().map_err(to_py_err)
+    }
+
+    /// A mutable ndarray view honouring the strides; ValueError for broadcast (overlapping)
+    /// strides.
+    pub fn as_array_mut(&mut self) -> PyResult<ArrayViewMutD<'_, T>> {
+        let view = self.typed.tensor.view();
+        // SAFETY: `&mut self` and the borrow registry make this the only view of the memory
+        // while the result lives.
+        unsafe { view.as_array_mut::<T>() }.map_err(|err| match err {
+            dlbridge::Error::UnsupportedLayout(message) => PyValueError::new_err(message),
+            other => to_py_err(other),
+        })
+    }
+
+    /// The element at `index`; IndexError when out of bounds.
+    pub fn get(&self, index: &[usize]) -> PyResult<T> {
+        self.typed.get(index)
+    }
+
+    /// Writes the element at `index`; IndexError when out of bounds.
+    pub fn set(&mut self, index: &[usize], value: T) -> PyResult<()> {
+        let view = self.typed.tensor.view();
+        let offset = element_offset(&view, index)?;
+        // SAFETY: in bounds, writable host memory of dtype T borrowed exclusively (as above).
+        unsafe {
+            (view.data_ptr() as *mut T)
+                .offset(offset)
+                .write_unaligned(value)
+        };
+        Ok(())
+    }
+}
+
+impl<'py, T: Element, const NDIM: usize, const C: bool> Deref for PyTensorMut<'py, T, NDIM, C> {
+    type Target = PyTensor<'py>;
+
+    fn deref(&self) -> &PyTensor<'py> {
+        &self.typed.tensor
+    }
+}
+
+impl<'a, 'py, T: Element, const NDIM: usize, const C: bool> FromPyObject<'a, 'py>
+    for PyTensorMut<'py, T, NDIM, C>
+{
+    type Error = PyErr;
+
+    fn extract(obj: Borrowed<'a, 'py, PyAny>) -> PyResult<Self> {
+        PyTensorMut::new(&obj)
+    }
+}

@@ -1,0 +1,246 @@
+//! Returning Rust tensors to Python without copying: [`Export`].
+//!
+//! The returned object is a `dlbridge.Tensor` when the `dlbridge` package is importable (one
+//! type for every extension, with the package's full API), else this crate's own
+//! `dlbridge_pyo3.Tensor`, which implements the DLPack protocol (`__dlpack__`,
+//! `__dlpack_device__`) and nothing else. Either way the hand-over between the two extension
+//! modules is a DLPack capsule: no Rust type crosses a module boundary, so an abi3 extension
+//! built with any pyo3 or dlbridge version can return tensors to any dlbridge package.
+
+use std::ffi::{c_void, CStr};
+use std::ptr::NonNull;
+use std::sync::Arc;
+
+use dlbridge::ffi::{DLManagedTensor, DLManagedTensorVersioned};
+use dlbridge::{export, AsTensorView, Element, Flags, Order, Tensor};
+use ndarray::{Array, Dimension};
+use pyo3::exceptions::PyBufferError;
+use pyo3::ffi;
+use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
+
+use crate::errors::to_py_err;
+
+/// A Rust tensor on its way to Python: return it (or `PyResult<Export>`) from a `#[pyfunction]`.
+///
+/// ```no_run
+/// use dlbridge::Tensor;
+/// use dlbridge_pyo3::Export;
+/// use pyo3::prelude::*;
+///
+/// /// `0, 1, ..., n-1` as float32; `torch.from_dlpack(ramp(4))` shares the Rust memory.
+/// #[pyfunction]
+/// fn ramp(n: usize) -> PyResult<Export> {
+///     let values: Vec<f32> = (0..n).map(|i| i as f32).collect();
+///     Ok(Tensor::from_vec(values, &[n as i64]).map_err(dlbridge_pyo3::to_py_err)?.into())
+/// }
+/// ```
+///
+/// jax imports only 64-byte aligned memory without copying: build such tensors with
+/// [`Tensor::zeros`], which aligns.
+#[derive(Debug)]
+pub struct Export(pub Tensor);
+
+impl From<Tensor> for Export {
+    fn from(tensor: Tensor) -> Export {
+        Export(tensor)
+    }
+}
+
+impl Export {
+    /// An owned ndarray array, returned without copying (see [`Tensor::from_array`]).
+    pub fn from_array<T: Element, D: Dimension>(array: Array<T, D>) -> PyResult<Export> {
+        Tensor::from_array(array).map(Export).map_err(to_py_err)
+    }
+}
+
+/// `dlbridge.from_dlpack`, or `None` when the package is not importable (looked up once).
+fn dlbridge_from_dlpack(py: Python<'_>) -> Option<&Bound<'_, PyAny>> {
+    static FOUND: PyOnceLock<Option<Py<PyAny>>> = PyOnceLock::new();
+    FOUND
+        .get_or_init(py, || {
+            py.import("dlbridge")
+                .and_then(|m| m.getattr("from_dlpack"))
+                .map(Bound::unbind)
+                .ok()
+        })
+        .as_ref()
+        .map(|f| f.bind(py))
+}
+
+impl<'py> IntoPyObject<'py> for Export {
+    type Target = PyAny;
+    type Output = Bound<'py, PyAny>;
+    type Error = PyErr;
+
+    fn into_pyobject(self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        match dlbridge_from_dlpack(py) {
+            Some(from_dlpack) => {
+                let capsule = versioned_capsule(py, Arc::new(self.0), Flags::empty())?;
+                from_dlpack.call1((capsule,))
+            }
+            None => Ok(Bound::new(
+                py,
+                ExportedTensor {
+                    tensor: Arc::new(self.0),
+                },
+            )?
+            .into_any()),
+        }
+    }
+}
+
+/// `dlbridge_pyo3.Tensor`: a Rust tensor exported through the DLPack protocol, used when the
+/// `dlbridge` package is not installed.
+#[pyclass(name = "Tensor", module = "dlbridge_pyo3", frozen)]
+pub struct ExportedTensor {
+    tensor: Arc<Tensor>,
+}
+
+#[pymethods]
+impl ExportedTensor {
+    /// The DLPack protocol: a versioned capsule when `max_version >= (1, 0)`, else a legacy one
+    /// (refused for read-only tensors, which a legacy capsule cannot mark). `dl_device` must be
+    /// the tensor's device; `copy=True` exports a fresh C-contiguous copy.
+    #[pyo3(signature = (*, stream = None, max_version = None, dl_device = None, copy = None))]
+    fn __dlpack__<'py>(
+        &self,
+        py: Python<'py>,
+        stream: Option<Bound<'py, PyAny>>,
+        max_version: Option<(u32, u32)>,
+        dl_device: Option<(i32, i32)>,
+        copy: Option<bool>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        // CPU memory needs no stream synchronisation.
+        let _ = stream;
+        let view = self.tensor.view();
+        let own = (view.device().kind.raw(), view.device().id);
+        if let Some(wanted) = dl_device.filter(|&d| d != own) {
+            return Err(PyBufferError::new_err(format!(
+                "the tensor is on device {own:?}, not {wanted:?}"
+            )));
+        }
+        let source = if copy == Some(true) {
+            Arc::new(view.to_contiguous(Order::C).map_err(to_py_err)?)
+        } else {
+            Arc::clone(&self.tensor)
+        };
+        if max_version.is_some_and(|(major, _)| major >= 1) {
+            versioned_capsule(py, source, Flags::empty())
+        } else {
+            let legacy = export::to_legacy(source, false).map_err(|_| {
+                PyBufferError::new_err(
+                    "a read-only tensor cannot be exported as a legacy DLPack capsule; pass \
+                     max_version=(1, 0)",
+                )
+            })?;
+            into_capsule(py, legacy.as_ptr().cast(), LEGACY, release_legacy)
+        }
+    }
+
+    /// `(device_type, device_id)` as DLPack numbers them.
+    fn __dlpack_device__(&self) -> (i32, i32) {
+        let device = self.tensor.view().device();
+        (device.kind.raw(), device.id)
+    }
+
+    /// Dimension sizes.
+    #[getter]
+    fn shape(&self) -> Vec<i64> {
+        self.tensor.shape().to_vec()
+    }
+
+    /// Element type name ("float32", ...).
+    #[getter]
+    fn dtype(&self) -> String {
+        self.tensor.dtype().name()
+    }
+}
+
+const VERSIONED: &CStr = c"dltensor_versioned";
+const LEGACY: &CStr = c"dltensor";
+
+fn versioned_capsule(
+    py: Python<'_>,
+    tensor: Arc<Tensor>,
+    flags: Flags,
+) -> PyResult<Bound<'_, PyAny>> {
+    let managed = export::to_versioned(tensor, flags);
+    into_capsule(py, managed.as_ptr().cast(), VERSIONED, release_versioned)
+}
+
+/// Wraps an export in a capsule that owns it until a consumer renames the capsule; if the
+/// capsule cannot be made, the export is deleted.
+fn into_capsule<'py>(
+    py: Python<'py>,
+    pointer: *mut c_void,
+    name: &'static CStr,
+    destructor: unsafe extern "C" fn(*mut ffi::PyObject),
+) -> PyResult<Bound<'py, PyAny>> {
+    // SAFETY: `pointer` is a non-null export we own; the name is static; the destructor matches.
+    let capsule = unsafe { ffi::PyCapsule_New(pointer, name.as_ptr(), Some(destructor)) };
+    if capsule.is_null() {
+        // SAFETY: no capsule owns the export: delete it once, as the destructor would.
+        unsafe { delete(pointer, name) };
+        return Err(PyErr::fetch(py));
+    }
+    // SAFETY: a new reference just returned by PyCapsule_New.
+    Ok(unsafe { Bound::from_owned_ptr(py, capsule) })
+}
+
+/// Runs the deleter of an export of kind `name`.
+///
+/// # Safety
+/// `pointer` is an unconsumed export of that kind, not used afterwards.
+unsafe fn delete(pointer: *mut c_void, name: &CStr) {
+    // SAFETY: per the contract.
+    unsafe {
+        if name == VERSIONED {
+            let managed = pointer.cast::<DLManagedTensorVersioned>();
+            if let Some(deleter) = (*managed).deleter {
+                deleter(managed);
+            }
+        } else {
+            let managed = pointer.cast::<DLManagedTensor>();
+            if let Some(deleter) = (*managed).deleter {
+                deleter(managed);
+            }
+        }
+    }
+}
+
+/// Frees the export in `capsule` if no consumer took it (consumers rename the capsule),
+/// keeping any exception in flight.
+///
+/// # Safety
+/// Called by CPython with the GIL held on a live capsule made by [`into_capsule`] with `name`.
+unsafe fn release_unconsumed(capsule: *mut ffi::PyObject, name: &'static CStr) {
+    // SAFETY: per the contract; our name pointer stays until a consumer renames the capsule.
+    unsafe {
+        if ffi::PyCapsule_GetName(capsule) != name.as_ptr() {
+            return;
+        }
+        let Some(pointer) = NonNull::new(ffi::PyCapsule_GetPointer(capsule, name.as_ptr())) else {
+            ffi::PyErr_Clear();
+            return;
+        };
+        let (mut ty, mut value, mut traceback) = (
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+        );
+        ffi::PyErr_Fetch(&mut ty, &mut value, &mut traceback);
+        delete(pointer.as_ptr(), name);
+        ffi::PyErr_Restore(ty, value, traceback);
+    }
+}
+
+unsafe extern "C" fn release_versioned(capsule: *mut ffi::PyObject) {
+    // SAFETY: CPython's capsule destructor contract, for a capsule named VERSIONED.
+    unsafe { release_unconsumed(capsule, VERSIONED) }
+}
+
+unsafe extern "C" fn release_legacy(capsule: *mut ffi::PyObject) {
+    // SAFETY: CPython's capsule destructor contract, for a capsule named LEGACY.
+    unsafe { release_unconsumed(capsule, LEGACY) }
+}

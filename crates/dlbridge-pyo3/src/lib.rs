@@ -1,0 +1,90 @@
+//! # dlbridge-pyo3
+//!
+//! Tensor arguments and tensor returns for pyo3 extensions, over DLPack 1.3: one signature
+//! accepts numpy, torch, jax, pyarrow, mlx and dlbridge tensors without copying.
+//!
+//! - [`PyTensor`]: any tensor (any dtype, device, layout), borrowed for the call.
+//! - [`PyTensorRef<T, NDIM, C_CONTIGUOUS>`](PyTensorRef): element type `T`, on the CPU, checked
+//!   at extraction (`TypeError` for a wrong dtype, `ValueError` for a wrong ndim, layout or
+//!   device, each naming the argument's actual dtype, shape, strides and flags); read through
+//!   [`as_slice`](PyTensorRef::as_slice), [`get`](PyTensorRef::get) or an ndarray
+//!   [`as_array`](PyTensorRef::as_array) view that honours every stride, negative ones included.
+//! - [`PyTensorMut`]: the same, writable. Read-only producers (jax arrays, read-only numpy
+//!   arrays, pyarrow) are refused, and two typed arguments of one call may not overlap if either
+//!   is mutable (so `f(a, a)` cannot alias a `&mut [T]`).
+//! - [`Export`]: a Rust [`dlbridge::Tensor`] (or an ndarray `Array`) returned to Python without
+//!   copying.
+//!
+//! ```no_run
+//! use dlbridge_pyo3::{PyTensorMut, PyTensorRef};
+//! use pyo3::prelude::*;
+//!
+//! #[pyfunction]
+//! fn sum(x: PyTensorRef<'_, f64>) -> PyResult<f64> {
+//!     Ok(x.as_array()?.sum())
+//! }
+//!
+//! #[pyfunction]
+//! fn fill(mut x: PyTensorMut<'_, f32, 2, true>, value: f32) -> PyResult<()> {
+//!     x.as_slice_mut()?.fill(value);
+//!     Ok(())
+//! }
+//! ```
+//!
+//! ## What an argument accepts
+//! A `dltensor_versioned` or `dltensor` capsule (consumed), an instance of a type publishing the
+//! C exchange API `__dlpack_c_exchange_api__` (torch, dlbridge: one C call, looked up once per
+//! type), or any object with `__dlpack__`, called as `__dlpack__(max_version=(1, 3))` in one
+//! vectorcall (legacy producers are retried without `max_version`; a legacy capsule's
+//! read-only-ness is asked through the buffer protocol). The producer's deleter runs exactly
+//! once, when the argument drops.
+//!
+//! Producers whose `__dlpack__` only gives legacy capsules (jax, mlx) must be asked for their
+//! read-only-ness through the buffer protocol anyway; once a type is seen doing that, its
+//! instances are borrowed through the buffer protocol directly when the format maps exactly onto
+//! a DLPack dtype (native-order booleans, integers, floats, complex) with whole-element strides:
+//! the same memory with the same read-only answer, without a capsule (jax: about 5x cheaper).
+//! The buffer is released when the argument drops. Other formats (bfloat16) still go through
+//! `__dlpack__`. [`from_dlpack`] itself always speaks DLPack.
+//!
+//! ## Releasing the GIL
+//! Argument values are tied to the GIL (`'py`) and stay on the calling thread, but what they lend
+//! (`&[T]`, `&mut [T]`, ndarray views) is `Send`, so the heavy part can run with the GIL
+//! released:
+//!
+//! ```no_run
+//! # use dlbridge_pyo3::PyTensorRef;
+//! # use pyo3::prelude::*;
+//! #[pyfunction]
+//! fn norm(py: Python<'_>, x: PyTensorRef<'_, f64, 1, true>) -> PyResult<f64> {
+//!     let values = x.as_slice()?;
+//!     Ok(py.detach(|| values.iter().map(|v| v * v).sum::<f64>().sqrt()))
+//! }
+//! ```
+//!
+//! What keeps the memory alive meanwhile is the argument itself: it owns the producer's DLPack
+//! tensor, whose deleter (the only thing that lets the producer free or reuse the memory) runs
+//! when the argument drops, after `detach` returns and with the GIL held again. The borrow
+//! checker ties every slice and view to the argument, so none outlives it. What the GIL no longer
+//! prevents is other Python threads writing the same array while Rust reads it: as with any
+//! zero-copy exchange, do not hand an array to Python code that writes it concurrently.
+//! [`PyTensor::into_tensor`] turns an argument into an owned, `Send` [`dlbridge::Tensor`] that
+//! may outlive the call or move to other threads.
+//!
+//! ## Elements
+//! `T` is any [`dlbridge::Element`]: `bool`, integers, `f32`, `f64`, `half::f16`, `half::bf16`,
+//! `num_complex::Complex32`/`Complex64`. `bool` elements must hold 0 or 1, as every DLPack
+//! producer writes them.
+
+mod arguments;
+mod borrows;
+mod buffer;
+mod errors;
+mod export;
+mod import;
+mod symbols;
+
+pub use arguments::{PyTensor, PyTensorMut, PyTensorRef, ANY_NDIM};
+pub use errors::to_py_err;
+pub use export::{Export, ExportedTensor};
+pub use import::from_dlpack;
