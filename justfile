@@ -20,6 +20,7 @@ test:
     @scripts/test-python.sh
     @scripts/test-node.sh
     @scripts/test-julia.sh
+    @scripts/test-julia-embedded.sh
     @scripts/test-mojo.sh
     @scripts/test-matrix.sh
     @scripts/demo.sh
