@@ -2,7 +2,9 @@
 # Tests Julia embedded in Rust (bindings/julia/dlbridge-julia, on jlrs): lints the crate (it is a
 # workspace of its own, bindings/julia, because building it needs Julia's headers and libclang,
 # which scripts/julia-build-env.sh installs), runs its tests and the Rust host example
-# (examples/julia-host). Builds go to the repository's target folder.
+# (examples/julia-host), then builds the Python module dlbridge.julia (bindings/julia/python) into
+# the python-test venv and runs its pytest suite (extra arguments go to pytest). Builds go to the
+# repository's target folder.
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
@@ -25,3 +27,23 @@ log "testing dlbridge-julia"
 cargo test "${manifest[@]}" --workspace --locked
 log "running examples/julia-host"
 cargo run "${manifest[@]}" --locked --quiet --example julia-host
+
+# Python: the dlbridge.julia wheel (bindings/julia/python) into the python-test venv, next to
+# the dlbridge wheel it builds on. The venv is shared by every clone: hold its test lock from
+# the install to the end of the tests, as scripts/test-python.sh does.
+venv=$(ensure_venv python-test "$REPO_ROOT/requirements/python-test.txt")
+exec 8>"$venv.test.lock"
+flock 8
+"$REPO_ROOT/scripts/python-install.sh" >/dev/null
+wheels=$(mktemp -d)
+trap 'rm -rf "$wheels"' EXIT
+log "building the dlbridge-julia wheel"
+# The wheel links the cached Julia by rpath (it is built for this machine): no auditwheel repair.
+"$venv/bin/maturin" build --release --quiet --locked --auditwheel skip \
+  --manifest-path "$REPO_ROOT/bindings/julia/python/Cargo.toml" \
+  --interpreter "$venv/bin/python" --out "$wheels" >&2
+"$venv/bin/python" -m pip install --quiet --disable-pip-version-check \
+  --force-reinstall --no-deps "$wheels"/dlbridge_julia-*.whl >&2
+log "running the dlbridge.julia tests"
+cd "$REPO_ROOT/bindings/julia/python"
+"$venv/bin/python" -m pytest -q -p no:cacheprovider tests "$@"

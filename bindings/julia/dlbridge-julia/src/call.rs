@@ -1,5 +1,6 @@
 //! Calling Julia: arguments in, results out, exceptions as errors.
 
+use std::borrow::Cow;
 use std::ffi::c_void;
 use std::ptr::NonNull;
 
@@ -33,7 +34,7 @@ pub enum Argument<'a> {
     /// A `Bool`.
     Bool(bool),
     /// A `String`.
-    Str(&'a str),
+    Str(Cow<'a, str>),
 }
 
 impl From<Tensor> for Argument<'_> {
@@ -68,7 +69,13 @@ impl From<bool> for Argument<'_> {
 
 impl<'a> From<&'a str> for Argument<'a> {
     fn from(s: &'a str) -> Self {
-        Argument::Str(s)
+        Argument::Str(Cow::Borrowed(s))
+    }
+}
+
+impl From<String> for Argument<'_> {
+    fn from(s: String) -> Self {
+        Argument::Str(Cow::Owned(s))
     }
 }
 
@@ -179,7 +186,7 @@ impl Julia {
                             Argument::Float(x) => Value::new(frame, *x)?,
                             Argument::Int(x) => Value::new(frame, *x)?,
                             Argument::Bool(x) => Value::new(frame, *x)?,
-                            Argument::Str(s) => Value::new(frame, *s)?,
+                            Argument::Str(s) => Value::new(frame, s.as_ref())?,
                             Argument::Tensor(_) => unreachable!("tensors are marked"),
                         }
                     };
