@@ -36,3 +36,4 @@ bench:
     @scripts/bench-core.sh
     @scripts/bench-frontends.sh
     @scripts/bench-node.sh
+    @scripts/bench-julia-embedded.sh

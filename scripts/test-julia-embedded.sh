@@ -34,16 +34,7 @@ cargo run "${manifest[@]}" --locked --quiet --example julia-host
 venv=$(ensure_venv python-test "$REPO_ROOT/requirements/python-test.txt")
 exec 8>"$venv.test.lock"
 flock 8
-"$REPO_ROOT/scripts/python-install.sh" >/dev/null
-wheels=$(mktemp -d)
-trap 'rm -rf "$wheels"' EXIT
-log "building the dlbridge-julia wheel"
-# The wheel links the cached Julia by rpath (it is built for this machine): no auditwheel repair.
-"$venv/bin/maturin" build --release --quiet --locked --auditwheel skip \
-  --manifest-path "$REPO_ROOT/bindings/julia/python/Cargo.toml" \
-  --interpreter "$venv/bin/python" --out "$wheels" >&2
-"$venv/bin/python" -m pip install --quiet --disable-pip-version-check \
-  --force-reinstall --no-deps "$wheels"/dlbridge_julia-*.whl >&2
+"$REPO_ROOT/scripts/python-julia-install.sh" >/dev/null
 log "running the dlbridge.julia tests"
 cd "$REPO_ROOT/bindings/julia/python"
 "$venv/bin/python" -m pytest -q -p no:cacheprovider tests "$@"

@@ -18,6 +18,10 @@ end
 # Functions by name, parsed and evaluated in `Main` once (`"scale!"`, `"Base.sum"`, `"x -> 2x"`).
 const FUNCTIONS = Dict{String,Any}()
 
+# Drops a tensor's reference now, as its finalizer would (which then finds nothing to drop).
+# `finalize(t)` would do the same, but it searches every registered finalizer: O(live objects).
+drop_reference(t::DLBridge.Tensor) = DLBridge.release_handle!(t)
+
 # Owns the managed tensors of a call's arguments: bit `i - 1` of `mask` marks `args[i]` as a
 # `Ptr{Cvoid}` to a DLManagedTensorVersioned whose ownership passes to DLBridge here. Every
 # marked pointer is imported (so its deleter runs exactly once) before the first error is thrown.
@@ -47,7 +51,7 @@ function import_arguments(mask::UInt64, args::Vector{Any})
     end
     # The arrays hold their own references: each tensor's is dropped now, so a producer's deleter
     # runs once its array is unreachable (or at once, after a failure).
-    foreach(t -> t === nothing || finalize(t), tensors)
+    foreach(t -> t === nothing || drop_reference(t), tensors)
     failure === nothing || throw(failure)
     return converted
 end
@@ -57,7 +61,7 @@ end
 function to_host(x::AbstractArray)
     t = DLBridge.share(x)
     p = DLBridge.export_tensor(t)
-    finalize(t)  # the export alone keeps `x` alive now
+    drop_reference(t)  # the export alone keeps `x` alive now
     return Ptr{Cvoid}(p)
 end
 to_host(x::Union{Float64,Int64,Bool,String,Nothing}) = x
@@ -79,7 +83,7 @@ to_host(x) = Unconvertible(summary(x))
 # Releases the managed tensors among `values` (a tuple result that failed half-way).
 function release_exports(values)
     for v in values
-        v isa Ptr{Cvoid} && finalize(DLBridge.import_tensor(Ptr{DLBridge.DLManagedTensorVersioned}(v)))
+        v isa Ptr{Cvoid} && drop_reference(DLBridge.import_tensor(Ptr{DLBridge.DLManagedTensorVersioned}(v)))
         v isa Results && release_exports(v.values)
     end
 end
