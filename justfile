@@ -21,6 +21,7 @@ test:
     @scripts/test-pyo3-example.sh
     @scripts/test-node.sh
     @scripts/test-julia.sh
+    @scripts/test-julia-embedded.sh
     @scripts/test-mojo.sh
     @scripts/test-matrix.sh
     @scripts/demo.sh
@@ -41,3 +42,4 @@ bench:
     @scripts/bench-frontends.sh
     @scripts/bench-pyo3-example.sh
     @scripts/bench-node.sh
+    @scripts/bench-julia-embedded.sh

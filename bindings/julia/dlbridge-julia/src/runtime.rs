@@ -1,0 +1,204 @@
+//! Starting the embedded Julia once per process, and the thread that owns it.
+
+use std::cell::Cell;
+use std::ffi::{c_char, c_int, CString};
+use std::marker::PhantomData;
+use std::path::PathBuf;
+use std::sync::Mutex;
+use std::thread::{self, ThreadId};
+
+use jlrs::prelude::{Module, Value};
+
+use crate::error::{thread_label, Error, Result};
+
+/// GC stack slots of the embedded runtime (jlrs frames hold every value a call makes).
+const STACK_SLOTS: usize = 1024;
+
+/// The Julia half of this crate: conversions at the boundary, on top of DLBridge.jl.
+const EMBEDDED_JL: &str = include_str!("embedded.jl");
+
+/// Where the runtime stands in this process.
+enum State {
+    NotStarted,
+    Running { owner: ThreadId, label: String },
+    Failed(String),
+}
+
+static STATE: Mutex<State> = Mutex::new(State::NotStarted);
+
+thread_local! {
+    /// The runtime, on the thread that started it (null elsewhere). It is never dropped: Julia
+    /// cannot be restarted in a process, so it lives until the process exits.
+    static RUNTIME: Cell<*mut jlrs::Julia> = const { Cell::new(std::ptr::null_mut()) };
+}
+
+extern "C" {
+    /// libjulia's command-line parser; sets the options `jl_init` reads.
+    fn jl_parse_opts(argcp: *mut c_int, argvp: *mut *mut *mut c_char);
+}
+
+/// The embedded Julia of this process, usable on the thread that started it.
+///
+/// [`Julia::start`] starts it on first use (about 0.2 s, plus loading DLBridge.jl) and hands out
+/// further handles on the same thread; the handle is neither `Send` nor `Sync`, and a start from
+/// any other thread returns [`Error::WrongThread`]. Julia is started with
+/// `--handle-signals=no`, and SIGINT and SIGTERM stay unblocked for the host, so Ctrl-C keeps
+/// working in the host.
+///
+/// Which Julia: `DLBRIDGE_JULIA_BINDIR` (the folder of the `julia` binary) and
+/// `DLBRIDGE_JULIA_IMAGE` (its `sys.so`), defaulting to the Julia this crate was built against;
+/// which DLBridge.jl: `DLBRIDGE_JULIA_PACKAGE` (the package folder), defaulting to the one beside
+/// this crate; DLBridge.jl itself finds libdlbridge through `DLBRIDGE_LIB`.
+pub struct Julia {
+    _not_send: PhantomData<*mut jlrs::Julia>,
+}
+
+impl Julia {
+    /// Starts Julia on this thread if the process has not started it yet, then loads
+    /// DLBridge.jl into it; returns a handle on the thread that started it.
+    ///
+    /// # Errors
+    /// [`Error::WrongThread`] on any other thread; [`Error::Start`] if Julia or DLBridge.jl
+    /// cannot be loaded (a failed start is final: later calls return the same error).
+    pub fn start() -> Result<Julia> {
+        let mut state = STATE.lock().unwrap_or_else(|e| e.into_inner());
+        let current = thread::current();
+        match &*state {
+            State::Running { owner, .. } if *owner == current.id() => Ok(Julia::handle()),
+            State::Running { label, .. } => Err(Error::WrongThread {
+                owner: label.clone(),
+                caller: thread_label(current.name(), current.id()),
+            }),
+            State::Failed(message) => Err(Error::Start(message.clone())),
+            State::NotStarted => match start_runtime() {
+                Ok(runtime) => {
+                    RUNTIME.with(|cell| cell.set(runtime));
+                    *state = State::Running {
+                        owner: current.id(),
+                        label: thread_label(current.name(), current.id()),
+                    };
+                    Ok(Julia::handle())
+                }
+                Err(message) => {
+                    *state = State::Failed(message.clone());
+                    Err(Error::Start(message))
+                }
+            },
+        }
+    }
+
+    fn handle() -> Julia {
+        Julia {
+            _not_send: PhantomData,
+        }
+    }
+
+    /// Runs `f` with the runtime of this thread (a `Julia` handle exists only on the thread
+    /// that started it).
+    pub(crate) fn with_runtime<T>(&self, f: impl FnOnce(&mut jlrs::Julia) -> T) -> T {
+        let runtime = RUNTIME.with(Cell::get);
+        // SAFETY: handles are made only on the thread whose RUNTIME holds the leaked, never freed
+        // runtime, and they are !Send; `f` cannot reach another handle's `with_runtime` (calls
+        // into Julia do not hand control back to Rust code), so this is the only live reference.
+        f(unsafe { &mut *runtime })
+    }
+}
+
+/// A path from an environment variable, or the default recorded at build time.
+fn configured_path(var: &str, default: &str) -> PathBuf {
+    std::env::var_os(var).map_or_else(|| PathBuf::from(default), PathBuf::from)
+}
+
+/// Starts Julia and loads DLBridge.jl and the embedded module; the error text says why not.
+fn start_runtime() -> std::result::Result<*mut jlrs::Julia, String> {
+    let bindir = configured_path(
+        "DLBRIDGE_JULIA_BINDIR",
+        env!("DLBRIDGE_JULIA_DEFAULT_BINDIR"),
+    );
+    let image = configured_path("DLBRIDGE_JULIA_IMAGE", env!("DLBRIDGE_JULIA_DEFAULT_IMAGE"));
+    let package = configured_path(
+        "DLBRIDGE_JULIA_PACKAGE",
+        concat!(env!("CARGO_MANIFEST_DIR"), "/../DLBridge"),
+    );
+    let source = package.join("src").join("DLBridge.jl");
+    if !source.is_file() {
+        return Err(format!(
+            "no DLBridge.jl at {} (set DLBRIDGE_JULIA_PACKAGE)",
+            source.display()
+        ));
+    }
+    promote_libjulia();
+    disable_signal_handlers();
+    // SAFETY: jlrs's init runs once per process (STATE is NotStarted and locked); the paths are
+    // checked by jlrs before jl_init.
+    let mut runtime = unsafe { jlrs::Julia::init_with_image(STACK_SLOTS, bindir.clone(), image) }
+        .map_err(|e| {
+        format!(
+            "{e} (Julia from {}; set DLBRIDGE_JULIA_BINDIR)",
+            bindir.display()
+        )
+    })?;
+    unblock_host_signals();
+    let source = source.to_string_lossy().into_owned();
+    let loaded = runtime.dynamic_frame(|global, frame| {
+        let path = Value::new(frame, source.as_str())?;
+        let include = Module::base(global).function("include")?;
+        let main = Module::main(global).as_value();
+        if let Err(exception) = include.call2(frame, main, path)? {
+            let message = crate::call::exception_message(global, frame, exception)?;
+            return Ok(Err(format!("cannot load {source}: {message}")));
+        }
+        if let Err(exception) = Value::eval_string(frame, EMBEDDED_JL)? {
+            let message = crate::call::exception_message(global, frame, exception)?;
+            return Ok(Err(format!("cannot load the embedded module: {message}")));
+        }
+        Ok(Ok(()))
+    });
+    match loaded {
+        Ok(Ok(())) => Ok(Box::into_raw(Box::new(runtime))),
+        Ok(Err(message)) => Err(message),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+/// Makes libjulia's symbols global. A host that loaded this crate with `RTLD_LOCAL` (Python
+/// loads extension modules so) would otherwise leave them invisible to the code Julia compiles
+/// and loads (`could not load symbol "jl_n_threads"`).
+fn promote_libjulia() {
+    // SAFETY: RTLD_NOLOAD only changes the flags of an already-loaded library (libjulia is a
+    // link-time dependency of this crate); the handle is kept, as the library stays loaded anyway.
+    unsafe {
+        libc::dlopen(
+            c"libjulia.so.1".as_ptr(),
+            libc::RTLD_NOW | libc::RTLD_GLOBAL | libc::RTLD_NOLOAD,
+        );
+    }
+}
+
+/// Passes `--handle-signals=no` to Julia: the host keeps its own SIGINT/SIGSEGV/... handlers.
+fn disable_signal_handlers() {
+    let args: Vec<CString> = ["julia", "--handle-signals=no"]
+        .iter()
+        .map(|a| CString::new(*a).expect("no NUL in a constant"))
+        .collect();
+    // Julia may keep pointers into argv: the strings and the array live until the process exits.
+    let mut argv: Vec<*mut c_char> = args.into_iter().map(CString::into_raw).collect();
+    let mut argc = argv.len() as c_int;
+    let mut argv_ptr = argv.as_mut_ptr();
+    std::mem::forget(argv);
+    // SAFETY: argc/argv describe valid, NUL-terminated, leaked strings; called before jl_init.
+    unsafe { jl_parse_opts(&mut argc, &mut argv_ptr) };
+}
+
+/// Julia's start blocks SIGINT, SIGTERM and others on its thread; the host wants them back.
+fn unblock_host_signals() {
+    // SAFETY: the set is initialised by sigemptyset before use; pthread_sigmask only changes this
+    // thread's mask.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, libc::SIGINT);
+        libc::sigaddset(&mut set, libc::SIGTERM);
+        libc::pthread_sigmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut());
+    }
+}

@@ -1,0 +1,22 @@
+"""Julia embedded in this Python process, sharing tensors without copies.
+
+>>> import numpy as np
+>>> from dlbridge import julia as jl
+>>> jl.eval("scale!(x, k) = (x .*= k; x)")
+<Julia value: typeof(scale!)>
+>>> a = np.arange(3.0)
+>>> y = jl.call("scale!", a, 2.0)      # Julia works on numpy's memory
+>>> a
+array([0., 2., 4.])
+>>> np.from_dlpack(y).ctypes.data == a.ctypes.data
+True
+
+Julia starts on the first `eval` or `call`, on the calling thread, and is used from that thread
+only (another thread gets a RuntimeError). Julia's exceptions raise `JuliaError` with Julia's
+message. Julia does not take over the process's signals: Ctrl-C raises KeyboardInterrupt as
+usual (once the running Julia call has returned).
+"""
+
+from ._julia import JuliaError, JuliaValue, call, eval
+
+__all__ = ["JuliaError", "JuliaValue", "call", "eval"]

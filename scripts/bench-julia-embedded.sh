@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Benchmarks Julia embedded in Python (dlbridge.julia): a Python -> Julia -> Python round trip of
+# one tensor, 1 KiB against 1 GiB, beside dlbridge's own Python round trip; rewrites the
+# julia-embedded section of docs/benchmarks.md.
+# shellcheck source-path=SCRIPTDIR source=lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+cd "$REPO_ROOT"
+eval "$("$REPO_ROOT/scripts/julia-build-env.sh")"
+
+log "building libdlbridge (release)"
+cargo build --locked --release -p dlbridge-capi >&2
+export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$REPO_ROOT/target}
+export DLBRIDGE_LIB=$CARGO_TARGET_DIR/release/libdlbridge.so
+export JULIA_DEPOT_PATH=$DLBRIDGE_CACHE/julia-depot
+
+venv=$(ensure_venv python-test "$REPO_ROOT/requirements/python-test.txt")
+exec 8>"$venv.test.lock"
+flock 8
+"$REPO_ROOT/scripts/python-julia-install.sh" >/dev/null
+log "Julia embedded in Python: bindings/julia/python/bench/bench_roundtrip.py"
+"$venv/bin/python" bindings/julia/python/bench/bench_roundtrip.py --write docs/benchmarks.md
