@@ -13,7 +13,8 @@ demo:
 
 # The whole test suite: Rust core and C ABI (unit, property, fuzz, ABI layout, header
 # freshness), the C program under valgrind, each frontend, the cross-language matrix (writes
-# docs/matrix.md) and the demo's checks.
+# docs/matrix.md), the demo's checks, and every code block of the documentation.
+[doc("The whole test suite: Rust, C, each frontend, the matrix, the demo, the docs' code blocks.")]
 test:
     @scripts/test-rust.sh
     @scripts/test-capi.sh
@@ -23,6 +24,7 @@ test:
     @scripts/test-mojo.sh
     @scripts/test-matrix.sh
     @scripts/demo.sh
+    @scripts/test-docs.sh
 
 # Formatting, clippy and rustdoc with warnings as errors.
 lint:
