@@ -19,6 +19,7 @@ test:
     @scripts/test-rust.sh
     @scripts/test-capi.sh
     @scripts/test-python.sh
+    @scripts/test-python-types.sh
     @scripts/test-node.sh
     @scripts/test-julia.sh
     @scripts/test-mojo.sh

@@ -234,6 +234,16 @@ class Runner:
         return None
 
 
+def extract(block: Block, folder: Path) -> None:
+    """Writes a block's program (main.<ext>) and its other files into `folder`."""
+    program, files = split_files(block)
+    folder.mkdir(parents=True)
+    suffix = {"python": "py", "js": "js", "julia": "jl", "mojo": "mojo", "c": "c", "rust": "rs"}
+    (folder / f"main.{suffix.get(block.lang, 'sh')}").write_text(program)
+    for name, text in files.items():
+        (folder / name).write_text(text)
+
+
 def default_documents(repo: Path) -> list[Path]:
     return [
         repo / "README.md",
@@ -246,6 +256,12 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--lang", action="append", help="run only blocks of this language")
     parser.add_argument("--list", action="store_true", help="list the blocks, run nothing")
+    parser.add_argument(
+        "--extract",
+        type=Path,
+        metavar="DIR",
+        help="write each block's files into DIR/<document>_<line>/ (for type checkers), run nothing",
+    )
     parser.add_argument("documents", nargs="*", type=Path)
     args = parser.parse_args()
     repo = Path(os.environ["REPO_ROOT"])
@@ -267,6 +283,9 @@ def main() -> int:
                 continue
             if args.list:
                 print(f"block        {block.lang:6} {shown}", flush=True)
+                continue
+            if args.extract:
+                extract(block, args.extract / re.sub(r"\W", "_", shown))
                 continue
             problem = runner.run(block)
             checked = "output checked" if block.expected is not None else "exit status"

@@ -239,6 +239,20 @@ export declare class Tensor<D extends string = DType> {
    * {@link releasePointer}). The tensor's memory stays alive until then.
    */
   exportPointer(options?: ExportPointerOptions): bigint;
+  /** The metadata, as `util.inspect` shows it: `Tensor { dtype: 'float32', shape: [2, 3], … }`. */
+  toString(): string;
+  /** What `JSON.stringify` writes: the metadata as plain data, never the elements. */
+  toJSON(): TensorJSON<D>;
+}
+
+/** A tensor's metadata as plain data ({@link Tensor.toJSON}). */
+export interface TensorJSON<D extends string = string> {
+  dtype: D;
+  shape: number[];
+  strides: number[];
+  device: Device;
+  readonly: boolean;
+  copied: boolean;
 }
 
 /**

@@ -50,6 +50,20 @@ function inspectTensor() {
 Object.defineProperty(native.Tensor.prototype, Symbol.for('nodejs.util.inspect.custom'), {
   value: inspectTensor,
 });
+// `String(tensor)` and template literals show the same description.
+Object.defineProperty(native.Tensor.prototype, 'toString', { value: inspectTensor });
+
+/**
+ * What `JSON.stringify(tensor)` writes: the metadata as plain data (never the elements, which
+ * may be huge or BigInts); `byteOffset` and `dataPtr` are left out, being meaningless elsewhere.
+ * @this {Tensor}
+ * @returns {{dtype: string, shape: number[], strides: number[], device: {type: string, id: number}, readonly: boolean, copied: boolean}}
+ */
+function tensorToJSON() {
+  const { dtype, shape, strides, device, readonly, copied } = this;
+  return { dtype, shape, strides, device, readonly, copied };
+}
+Object.defineProperty(native.Tensor.prototype, 'toJSON', { value: tensorToJSON });
 
 /**
  * A tensor over a typed array's own memory: no copy, same address (byteOffset honoured).
