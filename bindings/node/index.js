@@ -57,7 +57,8 @@ Object.defineProperty(native.Tensor.prototype, 'toString', { value: inspectTenso
  * What `JSON.stringify(tensor)` writes: the metadata as plain data (never the elements, which
  * may be huge or BigInts); `byteOffset` and `dataPtr` are left out, being meaningless elsewhere.
  * @this {Tensor}
- * @returns {{dtype: string, shape: number[], strides: number[], device: {type: string, id: number}, readonly: boolean, copied: boolean}}
+ * @returns {{dtype: string, shape: number[], strides: number[], device: object,
+ *   readonly: boolean, copied: boolean}}
  */
 function tensorToJSON() {
   const { dtype, shape, strides, device, readonly, copied } = this;
