@@ -1,6 +1,7 @@
 //! A starting point for Rust: make a tensor, hand it out as a DLPack managed tensor (what a
 //! consumer in C, Python, Julia, Node or Mojo receives), take it back, and copy it into
-//! column-major order. Run it with `cargo run -p dlbridge --example quickstart`.
+//! column-major order. Run it with `cargo run -p dlbridge --example quickstart`
+//! (docs/rust.md).
 
 use dlbridge::{export, DataType, Flags, ManagedTensor, Order, Tensor};
 
