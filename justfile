@@ -27,6 +27,10 @@ test:
     @scripts/demo.sh
     @scripts/test-docs.sh
 
+# Release build of the Python package: sdist + manylinux2014 abi3 wheel, checked by auditwheel.
+dist:
+    @scripts/dist-python.sh
+
 # Formatting, clippy and rustdoc with warnings as errors.
 lint:
     cargo fmt --all -- --check
