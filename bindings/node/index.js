@@ -12,21 +12,37 @@
  */
 
 const { markAsUntransferable } = require('node:worker_threads');
-const { addonFileName } = require('./platform');
+const { addonFileName, platformPackageName } = require('./platform');
 
 /**
- * Loads the native addon that build-addon.js (`npm run build`) put next to this file.
+ * Whether `error` says that `name` itself (not something it requires) was not found.
+ * @param {Error & {code?: string}} error
+ * @param {string} name
+ */
+function isMissing(error, name) {
+  return error.code === 'MODULE_NOT_FOUND' && String(error.message).includes(name);
+}
+
+/**
+ * Loads the native addon: the one build-addon.js (`npm run build`) put next to this file, else
+ * the per-platform package's (`dlbridge-<platform>`, made by platform-package.js).
  * @returns {object} the addon's exports
  */
 function loadNative() {
   const file = addonFileName();
+  const platformPackage = platformPackageName();
   try {
     return require(`./${file}`);
   } catch (error) {
-    if (error.code !== 'MODULE_NOT_FOUND' || !String(error.message).includes(file)) throw error;
+    if (!isMissing(error, file)) throw error;
+  }
+  try {
+    return require(platformPackage);
+  } catch (error) {
+    if (!isMissing(error, platformPackage)) throw error;
     throw new Error(
-      `dlbridge: no native addon ${file} in ${__dirname}; build it with \`npm run build\` ` +
-        '(needs Rust) in bindings/node',
+      `dlbridge: no native addon ${file} in ${__dirname} and no package ${platformPackage}; ` +
+        'build it with `npm run build` (needs Rust) in bindings/node',
     );
   }
 }

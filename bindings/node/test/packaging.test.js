@@ -7,7 +7,8 @@ const fs = require('node:fs');
 const os = require('node:os');
 const path = require('node:path');
 const { elfSectionNames } = require('../check-addon');
-const { addonFileName } = require('../platform');
+const { writePlatformPackage } = require('../platform-package');
+const { addonFileName, platformPackageName } = require('../platform');
 
 const packageDir = path.join(__dirname, '..');
 const addon = path.join(packageDir, addonFileName());
@@ -16,7 +17,9 @@ const addon = path.join(packageDir, addonFileName());
 function packageCopy(withAddon) {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'dlbridge-pack-'));
   const files = ['package.json', 'index.js', 'index.mjs', 'index.d.ts', 'platform.js', 'README.md'];
-  for (const file of [...files, 'check-addon.js']) fs.copyFileSync(path.join(packageDir, file), path.join(dir, file));
+  for (const file of [...files, 'check-addon.js']) {
+    fs.copyFileSync(path.join(packageDir, file), path.join(dir, file));
+  }
   if (withAddon) fs.copyFileSync(addon, path.join(dir, addonFileName()));
   return dir;
 }
@@ -62,5 +65,36 @@ test('npm pack ships the addon, the entry points and the types, nothing else', (
     assert.ok(packed.unpackedSize < 4 * 1024 * 1024, `unpacked size ${packed.unpackedSize}`);
   } finally {
     fs.rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test('the per-platform package carries the addon, and the main package loads it from there', () => {
+  const project = fs.mkdtempSync(path.join(os.tmpdir(), 'dlbridge-app-'));
+  try {
+    const modules = path.join(project, 'node_modules');
+    const folder = writePlatformPackage(path.join(project, 'npm'));
+    const manifest = JSON.parse(fs.readFileSync(path.join(folder, 'package.json'), 'utf8'));
+    const main = JSON.parse(fs.readFileSync(path.join(packageDir, 'package.json'), 'utf8'));
+    assert.equal(manifest.name, platformPackageName());
+    assert.equal(manifest.version, main.version);
+    assert.equal(manifest.main, addonFileName());
+    assert.deepEqual([manifest.os, manifest.cpu], [[process.platform], [process.arch]]);
+    // An application's node_modules: the main package without an addon of its own, and the
+    // platform package beside it.
+    fs.mkdirSync(modules);
+    fs.renameSync(packageCopy(false), path.join(modules, 'dlbridge'));
+    fs.renameSync(folder, path.join(modules, platformPackageName()));
+    const script = "const t = require('dlbridge').arange(3, 'int32'); console.log(`${t}`)";
+    const run = spawnSync(process.execPath, ['-e', script], { cwd: project, encoding: 'utf8' });
+    assert.equal(run.status, 0, run.stderr);
+    const described = "Tensor { dtype: 'int32', shape: [3], strides: [1], device: 'cpu:0' }";
+    assert.equal(run.stdout.trim(), described);
+    // Without either, the error names both places.
+    fs.rmSync(path.join(modules, platformPackageName()), { recursive: true });
+    const missing = spawnSync(process.execPath, ['-e', script], { cwd: project, encoding: 'utf8' });
+    assert.notEqual(missing.status, 0);
+    assert.ok(missing.stderr.includes(`no package ${platformPackageName()}`), missing.stderr);
+  } finally {
+    fs.rmSync(project, { recursive: true, force: true });
   }
 });
