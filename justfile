@@ -20,6 +20,7 @@ test:
     @scripts/test-capi.sh
     @scripts/test-python.sh
     @scripts/test-python-types.sh
+    @scripts/test-python-min-numpy.sh
     @scripts/test-node.sh
     @scripts/test-julia.sh
     @scripts/test-mojo.sh

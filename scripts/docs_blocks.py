@@ -26,6 +26,7 @@ fails, and prints one line per block and the counts per language.
 from __future__ import annotations
 
 import argparse
+import ast
 import os
 import re
 import shutil
@@ -102,6 +103,19 @@ def split_files(block: Block) -> tuple[str, dict[str, str]]:
         else:
             current.append(line)
     return "\n".join(main) + "\n", {name: "\n".join(body) + "\n" for name, body in files.items()}
+
+
+def python_imports(block: Block) -> set[str]:
+    """The top-level modules a Python block's files import."""
+    program, files = split_files(block)
+    modules: set[str] = set()
+    for source in [program, *files.values()]:
+        for node in ast.walk(ast.parse(source)):
+            if isinstance(node, ast.Import):
+                modules.update(alias.name.split(".")[0] for alias in node.names)
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                modules.add(node.module.split(".")[0])
+    return modules
 
 
 def output_matches(expected: str, actual: str) -> bool:
@@ -262,6 +276,12 @@ def main() -> int:
         metavar="DIR",
         help="write each block's files into DIR/<document>_<line>/ (for type checkers), run nothing",
     )
+    parser.add_argument(
+        "--python-imports-only",
+        metavar="MODULES",
+        help="run only Python blocks that import nothing but these (comma-separated) and the "
+        "standard library",
+    )
     parser.add_argument("documents", nargs="*", type=Path)
     args = parser.parse_args()
     repo = Path(os.environ["REPO_ROOT"])
@@ -276,6 +296,10 @@ def main() -> int:
                 continue
             if args.lang and block.lang not in args.lang:
                 continue
+            if args.python_imports_only is not None:
+                allowed = set(args.python_imports_only.split(",")) | set(sys.stdlib_module_names)
+                if block.lang != "python" or not python_imports(block) <= allowed:
+                    continue
             count = counts.setdefault(block.lang, [0, 0, 0])
             if "illustration" in block.flags:
                 count[2] += 1
