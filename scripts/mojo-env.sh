@@ -7,7 +7,8 @@
 #   clone's target/release without a variable (DLBRIDGE_LIB is printed only for another
 #   CARGO_TARGET_DIR);
 # - the interpreter Mojo embeds (MOJO_PYTHON): the cached python-test venv (numpy, torch, jax,
-#   requirements/python-test.txt) with the dlbridge wheel built from this clone.
+#   requirements/python-test.txt), importing the dlbridge wheel built from this clone from
+#   PYTHONPATH (scripts/python-overlay.sh; the shared venv itself is left alone).
 # Idempotent; progress goes to stderr.
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -15,10 +16,12 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 mojo_venv=$(ensure_venv mojo "$REPO_ROOT/requirements/mojo.txt")
 log "building libdlbridge (cargo build --release -p dlbridge-capi)"
 (cd "$REPO_ROOT" && cargo build --release -p dlbridge-capi >&2)
-python_venv=$("$REPO_ROOT/scripts/python-install.sh")
+python_venv=$(ensure_venv python-test "$REPO_ROOT/requirements/python-test.txt")
+overlay=$("$REPO_ROOT/scripts/python-overlay.sh")
 
 printf 'export PATH=%q:"$PATH"\n' "$mojo_venv/bin"
 printf 'export MOJO_PYTHON=%q\n' "$python_venv/bin/python"
+printf 'export PYTHONPATH=%q"${PYTHONPATH:+:$PYTHONPATH}"\n' "$overlay"
 if [[ -n ${CARGO_TARGET_DIR:-} ]]; then
   printf 'export DLBRIDGE_LIB=%q\n' "$CARGO_TARGET_DIR/release/libdlbridge.so"
 fi

@@ -36,12 +36,12 @@ export DOCS_MOJO=$mojo_venv/bin/mojo
 
 "$REPO_ROOT/scripts/test-node.sh" --build-only >&2
 
-# The python-test venv is shared by every clone: hold its lock from the install to the end, so
-# that the package the blocks import is the one built here.
+# The python-test venv (numpy, torch, jax, ...) is shared by every clone: the dlbridge built here
+# comes from this clone's own folder, ahead of the venv's site-packages on PYTHONPATH (inherited
+# by the blocks' subprocesses and by the Python that Mojo embeds).
 python_venv=$(ensure_venv python-test "$REPO_ROOT/requirements/python-test.txt")
-exec 8>"$python_venv.test.lock"
-flock 8
-"$REPO_ROOT/scripts/python-install.sh" >/dev/null
+overlay=$("$REPO_ROOT/scripts/python-overlay.sh")
+export PYTHONPATH=$overlay${PYTHONPATH:+:$PYTHONPATH}
 export DOCS_PYTHON=$python_venv/bin/python
 # Mojo embeds this interpreter (numpy, torch, jax and dlbridge); the toolchain's bin dir has the
 # crash handler mojo looks for on PATH.
