@@ -33,7 +33,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 RUNNABLE = {"python", "js", "julia", "mojo", "c", "rust", "sh"}
@@ -52,11 +52,6 @@ class Block:
     flags: list[str]
     text: str
     expected: str | None = None
-    files: dict[str, str] = field(default_factory=dict)
-
-    @property
-    def where(self) -> str:
-        return f"{self.path}:{self.line}"
 
 
 def parse_blocks(path: Path) -> list[Block]:
