@@ -12,19 +12,28 @@ demo:
     @scripts/demo.sh
 
 # The whole test suite: Rust core and C ABI (unit, property, fuzz, ABI layout, header
-# freshness), the C program under valgrind, each frontend, the cross-language matrix (its table
-# goes to target/matrix/matrix.md) and the demo's checks. Writes no tracked file.
+# freshness), the C program under valgrind, each frontend and the extension examples, the
+# cross-language matrix (its table goes to target/matrix/matrix.md), the demo's checks, and every
+# code block of the documentation. Writes no tracked file.
+[doc("The whole test suite: Rust, C, each frontend, the matrix, the demo, the docs' code blocks.")]
 test:
     @scripts/test-rust.sh
     @scripts/test-capi.sh
     @scripts/test-python.sh
     @scripts/test-pyo3-example.sh
+    @scripts/test-python-types.sh
+    @scripts/test-python-min-numpy.sh
     @scripts/test-node.sh
     @scripts/test-julia.sh
     @scripts/test-julia-embedded.sh
     @scripts/test-mojo.sh
     @scripts/test-matrix.sh
     @scripts/demo.sh
+    @scripts/test-docs.sh
+
+# Release build of the Python package: sdist + manylinux2014 abi3 wheel, checked by auditwheel.
+dist:
+    @scripts/dist-python.sh
 
 # Runs the cross-language matrix and writes its table to docs/matrix.md.
 matrix-docs:

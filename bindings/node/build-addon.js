@@ -6,6 +6,9 @@
  * loads (the naming of `napi build --platform`, which this replaces so that the package needs
  * no npm dependency to build).
  *
+ * Release builds are stripped (`strip --strip-unneeded`; `strip -x` on macOS): the workspace's
+ * release profile keeps debug information for profiling, which a package does not ship.
+ *
  * Usage: node build-addon.js [--debug] [-- extra cargo arguments, e.g. --locked]
  */
 
@@ -60,5 +63,15 @@ const destination = path.join(__dirname, addonFileName());
 // mapping, and nobody sees a half-written file.
 const staging = `${destination}.${process.pid}.tmp`;
 fs.copyFileSync(library, staging);
+if (release && process.platform !== 'win32') {
+  const stripArgs = process.platform === 'darwin' ? ['-x', staging] : ['--strip-unneeded', staging];
+  const stripped = spawnSync('strip', stripArgs, { stdio: 'inherit' });
+  if (stripped.status !== 0) {
+    fs.rmSync(staging, { force: true });
+    const reason = stripped.error ? `: ${stripped.error.message}` : '';
+    console.error(`build-addon: strip ${stripArgs[0]} failed${reason}`);
+    process.exit(1);
+  }
+}
 fs.renameSync(staging, destination);
 console.error(`build-addon: ${path.relative(process.cwd(), destination) || destination}`);

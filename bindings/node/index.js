@@ -12,21 +12,37 @@
  */
 
 const { markAsUntransferable } = require('node:worker_threads');
-const { addonFileName } = require('./platform');
+const { addonFileName, platformPackageName } = require('./platform');
 
 /**
- * Loads the native addon that build-addon.js (`npm run build`) put next to this file.
+ * Whether `error` says that `name` itself (not something it requires) was not found.
+ * @param {Error & {code?: string}} error
+ * @param {string} name
+ */
+function isMissing(error, name) {
+  return error.code === 'MODULE_NOT_FOUND' && String(error.message).includes(name);
+}
+
+/**
+ * Loads the native addon: the one build-addon.js (`npm run build`) put next to this file, else
+ * the per-platform package's (`dlbridge-<platform>`, made by platform-package.js).
  * @returns {object} the addon's exports
  */
 function loadNative() {
   const file = addonFileName();
+  const platformPackage = platformPackageName();
   try {
     return require(`./${file}`);
   } catch (error) {
-    if (error.code !== 'MODULE_NOT_FOUND' || !String(error.message).includes(file)) throw error;
+    if (!isMissing(error, file)) throw error;
+  }
+  try {
+    return require(platformPackage);
+  } catch (error) {
+    if (!isMissing(error, platformPackage)) throw error;
     throw new Error(
-      `dlbridge: no native addon ${file} in ${__dirname}; build it with \`npm run build\` ` +
-        '(needs Rust) in bindings/node',
+      `dlbridge: no native addon ${file} in ${__dirname} and no package ${platformPackage}; ` +
+        'build it with `npm run build` (needs Rust) in bindings/node',
     );
   }
 }
@@ -50,6 +66,21 @@ function inspectTensor() {
 Object.defineProperty(native.Tensor.prototype, Symbol.for('nodejs.util.inspect.custom'), {
   value: inspectTensor,
 });
+// `String(tensor)` and template literals show the same description.
+Object.defineProperty(native.Tensor.prototype, 'toString', { value: inspectTensor });
+
+/**
+ * What `JSON.stringify(tensor)` writes: the metadata as plain data (never the elements, which
+ * may be huge or BigInts); `byteOffset` and `dataPtr` are left out, being meaningless elsewhere.
+ * @this {Tensor}
+ * @returns {{dtype: string, shape: number[], strides: number[], device: object,
+ *   readonly: boolean, copied: boolean}}
+ */
+function tensorToJSON() {
+  const { dtype, shape, strides, device, readonly, copied } = this;
+  return { dtype, shape, strides, device, readonly, copied };
+}
+Object.defineProperty(native.Tensor.prototype, 'toJSON', { value: tensorToJSON });
 
 /**
  * A tensor over a typed array's own memory: no copy, same address (byteOffset honoured).

@@ -15,11 +15,28 @@ function abiSuffix() {
 }
 
 /**
+ * This process's platform as napi-rs names it: `linux-x64-gnu`, `darwin-arm64`, ….
+ * @returns {string}
+ */
+function platformTriple() {
+  return `${process.platform}-${process.arch}${abiSuffix()}`;
+}
+
+/**
  * The addon file name for this process's platform.
  * @returns {string}
  */
 function addonFileName() {
-  return `dlbridge.${process.platform}-${process.arch}${abiSuffix()}.node`;
+  return `dlbridge.${platformTriple()}.node`;
 }
 
-module.exports = { addonFileName };
+/**
+ * The npm package that carries only this platform's addon (napi-rs's per-platform packages),
+ * which index.js loads when no addon lies next to it: `dlbridge-linux-x64-gnu`, ….
+ * @returns {string}
+ */
+function platformPackageName() {
+  return `dlbridge-${platformTriple()}`;
+}
+
+module.exports = { addonFileName, platformPackageName, platformTriple };

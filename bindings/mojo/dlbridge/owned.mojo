@@ -6,10 +6,10 @@ Its memory lives as long as the tensor or any export of it: hand it to numpy or 
 
 from .capi import TensorDesc, TensorPtr, capi
 from .dtypes import dlpack_dtype
-from .strided import StridedTensor, TensorHandle
+from .strided import StridedTensor, TensorHandle, write_tensor
 
 
-struct Tensor[dtype: DType](StridedTensor):
+struct Tensor[dtype: DType](StridedTensor, Writable):
     """A writable tensor of `dtype` elements in memory dlbridge owns.
 
     Made by `empty`, `arange` or `StridedTensor.copy`; never read-only.
@@ -30,6 +30,14 @@ struct Tensor[dtype: DType](StridedTensor):
             tensor: The tensor (released when this value is destroyed).
         """
         self._tensor = tensor^
+
+    def write_to(self, mut writer: Some[Writer]):
+        """Writes what `print(t)` shows: `Tensor[float32](shape=[4], strides=[1], Device(...))`.
+
+        Args:
+            writer: The destination.
+        """
+        write_tensor("Tensor", self, writer)
 
     def handle(self) -> TensorPtr:
         """The underlying `dlb_tensor *` (borrowed: valid while the tensor lives).

@@ -276,3 +276,25 @@ trait StridedTensor(Movable):
         if self.is_read_only():
             raise Error("tensor is read-only: the producer forbids writes")
         self._element_address(indices)[] = value
+
+
+def write_tensor[T: StridedTensor](kind: StaticString, tensor: T, mut writer: Some[Writer]):
+    """Writes what `print` shows for a tensor: its kind, dtype, shape, strides, device and flags,
+    e.g. `TensorView[float32](shape=[2, 3], strides=[3, 1], Device(type=1, id=0), read-only)`.
+    The elements are not written (a tensor describes memory; it is no array library).
+
+    Parameters:
+        T: The tensor type.
+
+    Args:
+        kind: The type's name ("Tensor" or "TensorView").
+        tensor: The tensor to describe.
+        writer: The destination.
+    """
+    writer.write(kind, "[", T.element_dtype, "](shape=", tensor.shape())
+    writer.write(", strides=", tensor.strides(), ", ", tensor.device())
+    if tensor.is_read_only():
+        writer.write(", read-only")
+    if tensor.is_copied():
+        writer.write(", copied")
+    writer.write(")")

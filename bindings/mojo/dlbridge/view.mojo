@@ -5,10 +5,10 @@ from std.python import PythonObject
 
 from .capi import FLAG_READ_ONLY, OpaquePtr, ReleaseFn, TensorDesc, TensorPtr, capi
 from .dtypes import dlpack_dtype
-from .strided import StridedTensor, TensorHandle, check_dtype
+from .strided import StridedTensor, TensorHandle, check_dtype, write_tensor
 
 
-struct TensorView[dtype: DType](StridedTensor):
+struct TensorView[dtype: DType](StridedTensor, Writable):
     """A view of a tensor owned elsewhere, with `dtype` elements.
 
     Shape, strides, device and flags are the producer's; nothing was copied. The producer's
@@ -48,6 +48,15 @@ struct TensorView[dtype: DType](StridedTensor):
         """Releases the tensor first (the producer's deleter runs), then the producer."""
         _ = self._tensor^
         _ = self._producer^
+
+    def write_to(self, mut writer: Some[Writer]):
+        """Writes what `print(v)` shows, e.g.
+        `TensorView[float32](shape=[2, 3], strides=[3, 1], Device(type=1, id=0), read-only)`.
+
+        Args:
+            writer: The destination.
+        """
+        write_tensor("TensorView", self, writer)
 
     def handle(self) -> TensorPtr:
         """The underlying `dlb_tensor *` (borrowed: valid while the view lives).

@@ -8,6 +8,7 @@ from dlbridge import (
     Device,
     StridedTensor,
     arange,
+    contiguous_copy,
     empty,
     from_dlpack,
     from_memory,
@@ -106,6 +107,22 @@ def test_read_only_array_imports_read_only() raises:
     assert_equal(v[2], 2.0)
     with assert_raises(contains="read-only"):
         v[0] = 1.0
+
+
+def test_print_shows_kind_dtype_layout_device_and_flags() raises:
+    var a = _np().arange(6.0).reshape(2, 3).T
+    a.flags.writeable = False
+    assert_equal(
+        String(from_dlpack[DType.float64](a)),
+        "TensorView[float64](shape=[3, 2], strides=[1, 3], Device(type=1, id=0), read-only)",
+    )
+    var copied = contiguous_copy(from_dlpack[DType.float32](_np().arange(2, dtype="float32")))
+    assert_equal(
+        String(copied), "Tensor[float32](shape=[2], strides=[1], Device(type=1, id=0), copied)"
+    )
+    assert_equal(
+        String(arange[DType.int8](4)), "Tensor[int8](shape=[4], strides=[1], Device(type=1, id=0))"
+    )
 
 
 def test_dtype_mismatch_names_both_dtypes() raises:

@@ -129,6 +129,23 @@ test('inspecting a tensor shows its metadata', () => {
   );
 });
 
+test('String() and JSON.stringify describe a tensor, not its elements', () => {
+  const tensor = fromTypedArray(new Int32Array(6), { shape: [3, 2], strides: [1, 3] });
+  const described = "Tensor { dtype: 'int32', shape: [3, 2], strides: [1, 3], device: 'cpu:0' }";
+  assert.equal(String(tensor), described);
+  assert.equal(`${tensor}`, described);
+  assert.deepEqual(JSON.parse(JSON.stringify({ tensor })), {
+    tensor: {
+      dtype: 'int32',
+      shape: [3, 2],
+      strides: [1, 3],
+      device: { type: 'cpu', id: 0 },
+      readonly: false,
+      copied: false,
+    },
+  });
+});
+
 test('0-d tensors view one element', () => {
   const array = new Float32Array([2.5, 9]);
   const scalar = fromTypedArray(array, { shape: [] });

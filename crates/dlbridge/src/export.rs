@@ -75,6 +75,20 @@ fn link_dims(t: &mut DLTensor, dims: &mut SmallVec<[i64; 12]>) {
 
 /// Exports `source` as a `DLManagedTensorVersioned` (version 1.3) carrying `source`'s flags plus
 /// `extra_flags`. The returned pointer owns `source` until its deleter runs.
+///
+/// ```
+/// use dlbridge::{export, Flags, Tensor};
+///
+/// let ptr = export::to_versioned(Tensor::from_vec(vec![7u8; 4], &[2, 2])?, Flags::READ_ONLY);
+/// // SAFETY: `ptr` is live until its deleter runs, which a consumer calls exactly once.
+/// unsafe {
+///     let managed = ptr.as_ptr();
+///     assert_eq!(((*managed).version.major, (*managed).dl_tensor.ndim), (1, 2));
+///     assert!((*managed).flags & Flags::READ_ONLY.bits() != 0);
+///     ((*managed).deleter.expect("a deleter"))(managed);
+/// }
+/// # Ok::<(), dlbridge::Error>(())
+/// ```
 pub fn to_versioned<T: AsTensorView + Send + 'static>(
     source: T,
     extra_flags: Flags,

@@ -71,6 +71,18 @@ impl ManagedTensor {
     /// # Safety
     /// `ptr` is NULL or a pointer obtained from a DLPack producer whose ownership passes to us
     /// (no one else will call its deleter); its `shape`/`strides` arrays have `ndim` entries.
+    ///
+    /// ```
+    /// use dlbridge::{export, AsTensorView, Flags, ManagedTensor, Tensor};
+    ///
+    /// // A producer's tensor; here one of ours, as another library would hand it over.
+    /// let ptr = export::to_versioned(Tensor::from_vec(vec![1.0f64, 2.0], &[2])?, Flags::empty());
+    /// // SAFETY: `ptr` is a live managed tensor and nobody else deletes it.
+    /// let managed = unsafe { ManagedTensor::from_versioned(ptr.as_ptr()) }?;
+    /// assert_eq!(managed.view().to_vec::<f64>()?, [1.0, 2.0]);
+    /// drop(managed); // the producer's deleter runs here, exactly once
+    /// # Ok::<(), dlbridge::Error>(())
+    /// ```
     pub unsafe fn from_versioned(ptr: *mut DLManagedTensorVersioned) -> Result<Self> {
         let ptr = NonNull::new(ptr).ok_or(Error::NullTensor)?;
         let guard = DeleteOnDrop(Raw::Versioned(ptr));

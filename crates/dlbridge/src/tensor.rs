@@ -169,6 +169,15 @@ impl Tensor {
     }
 
     /// A C-contiguous tensor owning `data`; `shape` must hold exactly `data.len()` elements.
+    ///
+    /// ```
+    /// use dlbridge::{DataType, Tensor};
+    ///
+    /// let t = Tensor::from_vec(vec![1i32, 2, 3, 4, 5, 6], &[2, 3])?;
+    /// assert_eq!((t.shape(), t.strides(), t.dtype()), (&[2, 3][..], &[3, 1][..], DataType::I32));
+    /// assert!(Tensor::from_vec(vec![1i32, 2, 3], &[2, 2]).is_err()); // 4 elements wanted
+    /// # Ok::<(), dlbridge::Error>(())
+    /// ```
     pub fn from_vec<T: Element>(data: Vec<T>, shape: &[i64]) -> Result<Tensor> {
         Self::from_exact(data, shape)
     }

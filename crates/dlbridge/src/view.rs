@@ -202,6 +202,17 @@ impl<'a> TensorView<'a> {
     }
 
     /// A compact copy in `order`, owned by Rust and flagged IS_COPIED.
+    ///
+    /// ```
+    /// use dlbridge::{Order, Tensor};
+    ///
+    /// let t = Tensor::from_vec((0..6).collect::<Vec<i64>>(), &[2, 3])?;
+    /// let f = t.view().to_contiguous(Order::F)?;
+    /// assert_eq!(f.strides(), &[1, 2]);
+    /// assert!(f.view().is_copied());
+    /// assert_eq!(f.view().to_vec::<i64>()?, [0, 1, 2, 3, 4, 5]); // logical order
+    /// # Ok::<(), dlbridge::Error>(())
+    /// ```
     pub fn to_contiguous(&self, order: Order) -> Result<Tensor> {
         copy::to_contiguous(self, order)
     }

@@ -11,6 +11,7 @@ import {
   importPointer,
   Tensor,
   type DTypeOf,
+  type TensorJSON,
   type TypedArrayFor,
 } from '../../index';
 
@@ -68,7 +69,13 @@ const wrongBig: Float64Array = arange(2, 'int64').toTypedArray();
 // @ts-expect-error options are typed
 f32.toTypedArray({ copy: 'yes' });
 
+const described: string = String(f32) + f32.toString();
+const json: TensorJSON<'float32'> = f32.toJSON();
+// @ts-expect-error toJSON keeps the dtype literal
+const wrongJson: TensorJSON<'int8'> = f32.toJSON();
+
 export const uses = [
+  described, json, wrongJson,
   f32Dtype, f32View, bf16Dtype, bf16View, maskDtype, clampedDtype, clampedView,
   complexView, i64, u64, half, defaultDtype, mapped, inferred, anyView, wrongView, wrongDtype,
   constructed, wrongBig, sharedView, sharedDefault, opened,

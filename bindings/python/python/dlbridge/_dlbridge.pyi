@@ -12,7 +12,10 @@ _Device = str | tuple[int, int]
 """A device: a name ("cpu", "cuda:1") or a ``(device_type, device_id)`` pair."""
 
 class _SupportsDLPack(Protocol):
-    def __dlpack__(self, **kwargs: Any) -> CapsuleType: ...
+    # Only what every producer's own annotations allow: numpy's, torch's and jax's `__dlpack__`
+    # differ in their keywords (jax declares none) and return types (mlx: an array), and
+    # `from_dlpack` retries without keywords anyway.
+    def __dlpack__(self) -> object: ...
 
 @final
 class Tensor:

@@ -1,0 +1,324 @@
+"""Runs the fenced code blocks of the project's documentation (scripts/test-docs.sh calls it).
+
+Conventions a documentation block follows:
+
+- A block whose info string starts with `python`, `js`, `julia`, `mojo`, `c`, `rust` or `sh`
+  (`bash` and `console` are read as `sh`) is a complete program and is run on its own, in a fresh
+  temporary directory (`sh` blocks run in the repository root). It must exit 0.
+- A block whose info string has the word `illustration` (```python illustration) is shown, not
+  run; the runner counts these.
+- A ```text block that follows a runnable block (only blank lines between) is that block's
+  expected standard output. Lines are compared after trailing spaces are removed; `...` matches
+  any text, line breaks included (addresses, handles, timings).
+- A `julia` block that starts with `julia> ` is a REPL session: every input is evaluated in
+  order and the value it shows (nothing after a trailing `;`) is compared with the lines under it.
+- Inside a block, a line `# file: NAME` (`// file: NAME` in js, c and rust) starts another file
+  written beside the first one, e.g. the second process of a shared-memory example. The part
+  before the first such line is the program that runs.
+
+Rust blocks are the `src/main.rs` of a binary crate that depends on `crates/dlbridge` by path.
+The tools come from the environment: DOCS_PYTHON, DOCS_JULIA, DOCS_MOJO, DOCS_DLPACK_INCLUDE,
+DOCS_LIB_DIR (where libdlbridge is), REPO_ROOT. Arguments: `--lang L` (repeatable) runs only
+those languages; file arguments replace the default document list. Exits nonzero when a block
+fails, and prints one line per block and the counts per language.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+RUNNABLE = {"python", "js", "julia", "mojo", "c", "rust", "sh"}
+ALIASES = {"bash": "sh", "console": "sh", "javascript": "js", "py": "python"}
+COMMENT = {"python": "#", "julia": "#", "sh": "#", "mojo": "#", "js": "//", "c": "//", "rust": "//"}
+TIMEOUT_S = 600
+
+
+@dataclass
+class Block:
+    """One fenced code block: where it is, its language and flags, its text and expected output."""
+
+    path: Path
+    line: int
+    lang: str
+    flags: list[str]
+    text: str
+    expected: str | None = None
+
+
+def parse_blocks(path: Path) -> list[Block]:
+    """The fenced blocks of a Markdown file, with each ```text block attached to the block before it."""
+    blocks: list[Block] = []
+    lines = path.read_text(encoding="utf-8").splitlines()
+    i = 0
+    previous_end = -10
+    while i < len(lines):
+        line = lines[i]
+        if not line.startswith("```"):
+            i += 1
+            continue
+        words = line[3:].split()
+        lang = ALIASES.get(words[0], words[0]) if words else ""
+        start = i
+        body: list[str] = []
+        i += 1
+        while i < len(lines) and not lines[i].startswith("```"):
+            body.append(lines[i])
+            i += 1
+        text = "\n".join(body) + "\n"
+        gap = lines[previous_end + 1 : start] if previous_end >= 0 else ["x"]
+        follows_code = blocks and all(not g.strip() for g in gap) and blocks[-1].expected is None
+        if lang == "text" and follows_code and blocks[-1].lang in RUNNABLE:
+            blocks[-1].expected = text
+        else:
+            blocks.append(Block(path, start + 1, lang, words[1:], text))
+        previous_end = i
+        i += 1
+    return blocks
+
+
+def split_files(block: Block) -> tuple[str, dict[str, str]]:
+    """The main program and the extra files (`# file: NAME` sections) of a block."""
+    marker = re.compile(rf"^{re.escape(COMMENT[block.lang])} file: ([\w.-]+)")
+    main: list[str] = []
+    files: dict[str, list[str]] = {}
+    current = main
+    for line in block.text.splitlines():
+        match = marker.match(line)
+        if match:
+            current = files.setdefault(match.group(1), [])
+        else:
+            current.append(line)
+    return "\n".join(main) + "\n", {name: "\n".join(body) + "\n" for name, body in files.items()}
+
+
+def python_imports(block: Block) -> set[str]:
+    """The top-level modules a Python block's files import."""
+    program, files = split_files(block)
+    modules: set[str] = set()
+    for source in [program, *files.values()]:
+        for node in ast.walk(ast.parse(source)):
+            if isinstance(node, ast.Import):
+                modules.update(alias.name.split(".")[0] for alias in node.names)
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                modules.add(node.module.split(".")[0])
+    return modules
+
+
+def output_matches(expected: str, actual: str) -> bool:
+    """Whether `actual` is `expected`, trailing spaces aside, with `...` matching anything."""
+
+    def norm(text: str) -> str:
+        return "\n".join(line.rstrip() for line in text.strip("\n").splitlines())
+
+    pattern = ".*?".join(re.escape(part) for part in norm(expected).split("..."))
+    return re.fullmatch(pattern, norm(actual), re.DOTALL) is not None
+
+
+def julia_repl(text: str) -> tuple[list[str], str]:
+    """Inputs of a `julia>` session and the output shown under them, one section per input."""
+    inputs: list[list[str]] = []
+    outputs: list[list[str]] = []
+    for line in text.splitlines():
+        if line.startswith("julia> "):
+            inputs.append([line[len("julia> ") :]])
+            outputs.append([])
+        elif line.startswith("       ") and inputs and not outputs[-1]:
+            inputs[-1].append(line[7:])
+        elif inputs:
+            outputs[-1].append(line)
+    shown = ["\n".join(out).strip("\n") for out in outputs]
+    expected = "".join(text + "\n--\n" if text else "--\n" for text in shown)
+    return ["\n".join(code) + "\n" for code in inputs], expected
+
+
+JULIA_REPL_DRIVER = """
+for (i, file) in enumerate(ARGS)
+    code = read(file, String)
+    value = include_string(Main, code, file)
+    if value !== nothing && !endswith(rstrip(code), ";")
+        show(stdout, MIME"text/plain"(), value)
+        println()
+    end
+    println("--")
+end
+"""
+
+
+class Runner:
+    """Runs blocks with the project's tools, as set up by scripts/test-docs.sh."""
+
+    def __init__(self) -> None:
+        self.repo = Path(os.environ["REPO_ROOT"])
+        self.env = dict(os.environ)
+
+    def tool(self, name: str) -> str:
+        value = self.env.get(name)
+        if not value:
+            raise SystemExit(f"docs_blocks: {name} is not set (run scripts/test-docs.sh)")
+        return value
+
+    def command(self, block: Block, program: str, workdir: Path) -> tuple[list[str], Path]:
+        """Writes the program and returns the command that runs it, and its working directory."""
+        if block.lang == "python":
+            (workdir / "main.py").write_text(program)
+            return [self.tool("DOCS_PYTHON"), "main.py"], workdir
+        if block.lang == "js":
+            modules = workdir / "node_modules"
+            modules.mkdir()
+            (modules / "dlbridge").symlink_to(self.repo / "bindings" / "node")
+            name = "main.mjs" if re.search(r"^import ", program, re.M) else "main.js"
+            (workdir / name).write_text(program)
+            return ["node", name], workdir
+        if block.lang == "julia":
+            julia = [self.tool("DOCS_JULIA"), "--startup-file=no"]
+            if block.text.startswith("julia> "):
+                inputs, block.expected = julia_repl(block.text)
+                names = []
+                for i, code in enumerate(inputs):
+                    names.append(f"input{i + 1}.jl")
+                    (workdir / names[-1]).write_text(code)
+                (workdir / "driver.jl").write_text(JULIA_REPL_DRIVER)
+                return julia + ["driver.jl", *names], workdir
+            (workdir / "main.jl").write_text(program)
+            return julia + ["main.jl"], workdir
+        if block.lang == "mojo":
+            (workdir / "main.mojo").write_text(program)
+            mojo = self.tool("DOCS_MOJO")
+            return [mojo, "run", "-I", str(self.repo / "bindings" / "mojo"), "main.mojo"], workdir
+        if block.lang == "c":
+            (workdir / "main.c").write_text(program)
+            lib = self.tool("DOCS_LIB_DIR")
+            script = (
+                f"gcc -std=c11 -Wall -Wextra -Werror -I'{self.tool('DOCS_DLPACK_INCLUDE')}' "
+                f"-I'{self.repo}/crates/dlbridge-capi/include' -o main main.c "
+                f"-L'{lib}' -ldlbridge -Wl,-rpath,'{lib}' && ./main"
+            )
+            return ["bash", "-euo", "pipefail", "-c", script], workdir
+        if block.lang == "rust":
+            # A binary crate of its own that depends on the core by path, as docs/rust.md shows,
+            # resolved against the workspace's lock file and built into one shared target folder.
+            (workdir / "src").mkdir()
+            (workdir / "src" / "main.rs").write_text(program)
+            (workdir / "Cargo.toml").write_text(
+                '[package]\nname = "docs-block"\nversion = "0.0.0"\nedition = "2021"\n\n'
+                f'[dependencies]\ndlbridge = {{ path = "{self.repo}/crates/dlbridge" }}\n\n'
+                "[workspace]\n"
+            )
+            shutil.copy(self.repo / "Cargo.lock", workdir / "Cargo.lock")
+            target = str(Path(self.tool("DOCS_LIB_DIR")).parent / "docs-blocks")
+            return ["env", f"CARGO_TARGET_DIR={target}", "cargo", "run", "-q", "--offline"], workdir
+        (workdir / "main.sh").write_text(program)
+        return ["bash", "-euo", "pipefail", str(workdir / "main.sh")], self.repo
+
+    def run(self, block: Block) -> str | None:
+        """Runs one block; returns None when it passed, else what went wrong."""
+        program, files = split_files(block)
+        with tempfile.TemporaryDirectory(prefix="dlbridge-docs-") as tmp:
+            workdir = Path(tmp)
+            for name, text in files.items():
+                (workdir / name).write_text(text)
+            argv, cwd = self.command(block, program, workdir)
+            try:
+                done = subprocess.run(
+                    argv, cwd=cwd, env=self.env, capture_output=True, text=True, timeout=TIMEOUT_S
+                )
+            except subprocess.TimeoutExpired:
+                return f"timed out after {TIMEOUT_S} s"
+        if done.returncode != 0:
+            return f"exit status {done.returncode}\n{done.stdout}{done.stderr}"
+        if block.expected is not None and not output_matches(block.expected, done.stdout):
+            return (
+                f"output differs\n--- expected\n{block.expected}--- got\n{done.stdout}"
+                f"--- stderr\n{done.stderr}"
+            )
+        return None
+
+
+def extract(block: Block, folder: Path) -> None:
+    """Writes a block's program (main.<ext>) and its other files into `folder`."""
+    program, files = split_files(block)
+    folder.mkdir(parents=True)
+    suffix = {"python": "py", "js": "js", "julia": "jl", "mojo": "mojo", "c": "c", "rust": "rs"}
+    (folder / f"main.{suffix.get(block.lang, 'sh')}").write_text(program)
+    for name, text in files.items():
+        (folder / name).write_text(text)
+
+
+def default_documents(repo: Path) -> list[Path]:
+    return [
+        repo / "README.md",
+        *sorted((repo / "docs").glob("*.md")),
+        *sorted((repo / "bindings").glob("*/README.md")),
+    ]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--lang", action="append", help="run only blocks of this language")
+    parser.add_argument("--list", action="store_true", help="list the blocks, run nothing")
+    parser.add_argument(
+        "--extract",
+        type=Path,
+        metavar="DIR",
+        help="write each block's files into DIR/<document>_<line>/ (for type checkers), run nothing",
+    )
+    parser.add_argument(
+        "--python-imports-only",
+        metavar="MODULES",
+        help="run only Python blocks that import nothing but these (comma-separated) and the "
+        "standard library",
+    )
+    parser.add_argument("documents", nargs="*", type=Path)
+    args = parser.parse_args()
+    repo = Path(os.environ["REPO_ROOT"])
+    documents = args.documents or default_documents(repo)
+    runner = Runner()
+    counts: dict[str, list[int]] = {}
+    failures = 0
+    for path in documents:
+        for block in parse_blocks(path):
+            shown = os.path.relpath(block.path, repo) + f":{block.line}"
+            if block.lang not in RUNNABLE:
+                continue
+            if args.lang and block.lang not in args.lang:
+                continue
+            if args.python_imports_only is not None:
+                allowed = set(args.python_imports_only.split(",")) | set(sys.stdlib_module_names)
+                if block.lang != "python" or not python_imports(block) <= allowed:
+                    continue
+            count = counts.setdefault(block.lang, [0, 0, 0])
+            if "illustration" in block.flags:
+                count[2] += 1
+                print(f"illustration {block.lang:6} {shown}", flush=True)
+                continue
+            if args.list:
+                print(f"block        {block.lang:6} {shown}", flush=True)
+                continue
+            if args.extract:
+                extract(block, args.extract / re.sub(r"\W", "_", shown))
+                continue
+            problem = runner.run(block)
+            checked = "output checked" if block.expected is not None else "exit status"
+            if problem is None:
+                count[0] += 1
+                print(f"ok           {block.lang:6} {shown} ({checked})", flush=True)
+            else:
+                count[1] += 1
+                failures += 1
+                print(f"FAILED       {block.lang:6} {shown}: {problem}", flush=True)
+    for lang, (ok, failed, shown_only) in sorted(counts.items()):
+        print(f"{lang:6}: {ok} ran, {failed} failed, {shown_only} illustrations")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
