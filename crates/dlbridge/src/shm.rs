@@ -346,20 +346,21 @@ fn create_object() -> Result<(libc::c_int, String)> {
 /// Opens a segment by handle and returns a tensor over it (no copy). The segment's header is
 /// validated like any foreign tensor; bad or truncated segments give [`Error::ShmInvalid`].
 pub fn open(handle: &str, access: Access) -> Result<Tensor> {
-    tensor_over(map_checked(handle)?, access)
+    let (mapping, header, dims) = map_checked(handle)?;
+    tensor_over(mapping, &header, dims, access)
 }
 
 /// Reserves one reference for a future [`open`], as [`SharedTensor::handoff`] does: the segment
 /// then survives until that opener is done, even if every current side lets go first.
 pub fn reserve(handle: &str) -> Result<()> {
-    let mapping = map_checked(handle)?;
+    let (mapping, _, _) = map_checked(handle)?;
     mapping.header().handoffs.fetch_add(1, Ordering::AcqRel);
     mapping.handed_over.store(true, Ordering::Release);
     Ok(())
 }
 
-/// Maps a segment, checks its header and takes a reference.
-fn map_checked(handle: &str) -> Result<Mapping> {
+/// Maps a segment, copies and checks its header and dims, and takes a reference.
+fn map_checked(handle: &str) -> Result<(Mapping, HeaderCopy, Vec<i64>)> {
     let cname = object_name(handle)?;
     // SAFETY: a valid C string.
     let fd = unsafe { libc::shm_open(cname.as_ptr(), libc::O_RDWR, 0) };
@@ -400,9 +401,13 @@ fn map_checked(handle: &str) -> Result<Mapping> {
         unsafe { libc::munmap(base as *mut libc::c_void, size) };
         e
     };
-    // SAFETY: the mapping is at least HEADER_LEN bytes and page-aligned.
+    // SAFETY: the mapping is at least HEADER_LEN readable bytes and page-aligned.
+    let copy = unsafe { HeaderCopy::read(base) };
+    check_header(&copy, size, handle).map_err(unmap)?;
+    // SAFETY: check_header proved the dims lie inside the mapping, before `data_offset`.
+    let dims = unsafe { copy.read_dims(base) };
+    // SAFETY: as above; only the atomic counters are used through this reference.
     let header = unsafe { &*(base as *const Header) };
-    check_header(header, size, handle).map_err(unmap)?;
     let handed = claim_reference(header, handle).map_err(unmap)?;
     if handed
         && header.refcount.load(Ordering::Acquire) == 1
@@ -414,16 +419,74 @@ fn map_checked(handle: &str) -> Result<Mapping> {
         // SAFETY: a valid C string; the object stays alive through our mapping.
         unsafe { libc::shm_unlink(cname.as_ptr()) };
     }
-    Ok(Mapping {
+    let mapping = Mapping {
         base,
         len: size,
         name: handle.to_owned(),
         handed_over: AtomicBool::new(false),
-    })
+    };
+    Ok((mapping, copy, dims))
+}
+
+/// A segment's header fields, copied once out of the shared mapping.
+///
+/// Any process that can open a segment can write its header at any time, so opening reads each
+/// field exactly once into this private copy, checks the copy, and builds the tensor from the
+/// copy alone: nothing it has checked can change afterwards.
+struct HeaderCopy {
+    magic: [u8; 8],
+    layout_version: u32,
+    ndim: u32,
+    flags: u64,
+    dtype: DLDataType,
+    device: DLDevice,
+    data_offset: u64,
+    data_len: u64,
+    segment_len: u64,
+}
+
+impl HeaderCopy {
+    /// Copies the header at `base` with one volatile read per field.
+    ///
+    /// # Safety
+    /// `base` points at least `HEADER_LEN` mapped, readable bytes aligned for [`Header`].
+    unsafe fn read(base: *const u8) -> HeaderCopy {
+        let h = base as *const Header;
+        // SAFETY: each field lies inside the mapped header (the function's contract); volatile
+        // reads never assume the bytes stay unchanged, and every bit pattern is a valid value.
+        unsafe {
+            HeaderCopy {
+                magic: std::ptr::read_volatile(std::ptr::addr_of!((*h).magic)),
+                layout_version: std::ptr::read_volatile(std::ptr::addr_of!((*h).layout_version)),
+                ndim: std::ptr::read_volatile(std::ptr::addr_of!((*h).ndim)),
+                flags: std::ptr::read_volatile(std::ptr::addr_of!((*h).flags)),
+                dtype: std::ptr::read_volatile(std::ptr::addr_of!((*h).dtype)),
+                device: std::ptr::read_volatile(std::ptr::addr_of!((*h).device)),
+                data_offset: std::ptr::read_volatile(std::ptr::addr_of!((*h).data_offset)),
+                data_len: std::ptr::read_volatile(std::ptr::addr_of!((*h).data_len)),
+                segment_len: std::ptr::read_volatile(std::ptr::addr_of!((*h).segment_len)),
+            }
+        }
+    }
+
+    /// Copies the `2 * ndim` dims (shape, then strides) that follow the header at `base`.
+    ///
+    /// # Safety
+    /// [`check_header`] accepted this copy for a mapping at `base`: the dims lie inside it.
+    unsafe fn read_dims(&self, base: *const u8) -> Vec<i64> {
+        // SAFETY: the dims lie inside the mapping (the function's contract), 8-byte aligned
+        // after the header; volatile reads, as for the header.
+        unsafe {
+            let dims = base.add(HEADER_LEN) as *const i64;
+            (0..2 * self.ndim as usize)
+                .map(|i| std::ptr::read_volatile(dims.add(i)))
+                .collect()
+        }
+    }
 }
 
 /// Checks everything in the header except the tensor fields (those go through validation).
-fn check_header(h: &Header, size: usize, handle: &str) -> Result<()> {
+fn check_header(h: &HeaderCopy, size: usize, handle: &str) -> Result<()> {
     if h.magic != MAGIC {
         return Err(invalid(handle, "not a dlbridge segment (bad magic bytes)"));
     }
@@ -487,17 +550,17 @@ fn claim_reference(h: &Header, handle: &str) -> Result<bool> {
     }
 }
 
-/// Builds the tensor over a validated, referenced mapping.
-fn tensor_over(mapping: Mapping, access: Access) -> Result<Tensor> {
-    let h = mapping.header();
+/// Builds the tensor over a referenced mapping from the checked copy of its header and dims
+/// (never from the mapped header, which other processes may be changing).
+fn tensor_over(
+    mapping: Mapping,
+    h: &HeaderCopy,
+    mut dims: Vec<i64>,
+    access: Access,
+) -> Result<Tensor> {
     let ndim = h.ndim as usize;
     let mut flags = Flags::from_bits_retain(h.flags);
     let (offset, len) = (h.data_offset as usize, h.data_len as usize);
-    // Copy the dims out first: another process could change the mapped header after the checks.
-    // SAFETY: the dims lie inside the mapping (checked in check_header).
-    let mut dims =
-        unsafe { std::slice::from_raw_parts(mapping.base.add(HEADER_LEN) as *const i64, 2 * ndim) }
-            .to_vec();
     let (shape, strides) = dims.split_at_mut(ndim);
     let raw = DLTensor {
         data: mapping.base.wrapping_add(offset) as *mut libc::c_void,
