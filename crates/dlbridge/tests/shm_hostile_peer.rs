@@ -1,6 +1,7 @@
-//! Shared memory against a hostile peer: another process that can open a segment writes its
-//! header while this one opens it. Every open must either give a tensor that fits the mapping or
-//! fail with a typed error — never a tensor reaching past the segment, never SIGBUS.
+//! Shared memory against a hostile peer of the same user, always a real second process: one
+//! writes a segment's header while this one opens it (every open must either give a tensor that
+//! fits the mapping or fail with a typed error — never a tensor reaching past the segment), one
+//! tries to truncate or grow a segment this process has mapped (refused: no SIGBUS here).
 #![cfg(target_os = "linux")]
 
 use std::fs::OpenOptions;
@@ -15,20 +16,26 @@ use dlbridge::{DataType, Error};
 const NDIM_AT: usize = 12;
 const DATA_OFFSET_AT: usize = 48;
 const DATA_LEN_AT: usize = 56;
-const SHAPE0_AT: usize = 72;
+const SHAPE0_AT: usize = 80;
 
-/// The file through which any same-user process reaches a segment.
+/// The file through which any same-user process reaches a segment: the creator's descriptor.
 fn segment_path(handle: &str) -> String {
-    format!("/dev/shm/{handle}")
+    let parts: Vec<&str> = handle.split('-').collect();
+    format!("/proc/{}/fd/{}", parts[1], parts[2])
+}
+
+/// Opens a segment read-write the way a peer bypassing dlbridge would.
+fn open_raw(handle: &str) -> std::fs::File {
+    OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(segment_path(handle))
+        .unwrap()
 }
 
 /// Maps a segment read-write the way a peer bypassing dlbridge would: (base, length).
 fn map_raw(handle: &str) -> (*mut u8, usize) {
-    let file = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .open(segment_path(handle))
-        .unwrap();
+    let file = open_raw(handle);
     let len = file.metadata().unwrap().len() as usize;
     // SAFETY: a fresh shared mapping of an open file of `len` bytes.
     let base = unsafe {
@@ -145,4 +152,45 @@ fn header_writer_helper() {
         put64(SHAPE0_AT, 2);
         put64(DATA_LEN_AT, 24);
     }
+}
+
+#[test]
+fn a_peer_cannot_truncate_or_grow_a_mapped_segment() {
+    let shared = shm::empty(&[3, 1024], DataType::F32).unwrap();
+    let data = shared.tensor().data_ptr() as *mut f32;
+    // SAFETY: the segment holds 3072 writable f32s while `shared` lives.
+    unsafe { (0..3072).for_each(|i| data.add(i).write(i as f32)) };
+    let opened = shm::open(shared.handle(), Access::ReadOnly).unwrap();
+    let mut truncator = spawn_helper(
+        "truncator_helper",
+        "DLBRIDGE_SHM_TRUNCATOR",
+        shared.handle(),
+    );
+    let status = truncator.0.wait().unwrap();
+    assert!(status.success(), "the truncating peer's checks failed");
+    // Both mappings still read every page, and release normally.
+    let expected: Vec<f32> = (0..3072).map(|i| i as f32).collect();
+    assert_eq!(opened.view().to_vec::<f32>().unwrap(), expected);
+    assert_eq!(shared.tensor().view().to_vec::<f32>().unwrap(), expected);
+    drop(opened);
+    drop(shared);
+}
+
+/// Runs only as the child of `a_peer_cannot_truncate_or_grow_a_mapped_segment`: opens the
+/// segment behind dlbridge's back and tries to shrink it to nothing and to grow it.
+#[test]
+fn truncator_helper() {
+    let Ok(handle) = std::env::var("DLBRIDGE_SHM_TRUNCATOR") else {
+        return;
+    };
+    let file = open_raw(&handle);
+    let len = file.metadata().unwrap().len();
+    for size in [0, 100, len + 4096] {
+        let err = file.set_len(size).unwrap_err();
+        assert_eq!(err.raw_os_error(), Some(libc::EPERM), "resizing to {size}");
+    }
+    // SAFETY: fallocate on our own descriptor; growing past the sealed size must fail.
+    let grown = unsafe { libc::fallocate(file.as_raw_fd(), 0, 0, (len + 4096) as libc::off_t) };
+    assert_ne!(grown, 0, "growing with fallocate");
+    assert_eq!(file.metadata().unwrap().len(), len);
 }
