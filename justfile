@@ -24,6 +24,10 @@ test:
     @scripts/test-matrix.sh
     @scripts/demo.sh
 
+# Removes shared-memory segments earlier dlbridge versions left in /dev/shm that nobody holds.
+shm-sweep:
+    @cargo run -q -p dlbridge --example shm_sweep
+
 # Formatting, clippy and rustdoc with warnings as errors.
 lint:
     cargo fmt --all -- --check

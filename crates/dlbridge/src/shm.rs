@@ -21,12 +21,15 @@
 //! versions before this layout.
 
 use std::ffi::CString;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 
 pub mod handle;
+mod keeper;
 mod sweep;
+
+pub use keeper::handoff_seconds;
 
 pub use sweep::sweep;
 
@@ -112,6 +115,8 @@ struct Mapping {
     handed_over: AtomicBool,
     /// The descriptor the handle names (creator only).
     descriptor: Option<OwnedFd>,
+    /// A keeper process holds the descriptor for the pending hand-over.
+    kept: AtomicBool,
 }
 
 // SAFETY: the mapping is plain shared memory; the header's counters are atomics, and the data is
@@ -137,7 +142,7 @@ impl Drop for Mapping {
         // more (tensors over it hold this Mapping alive).
         unsafe { libc::munmap(self.base as *mut libc::c_void, self.len) };
         if let Some(fd) = self.descriptor.take() {
-            if pending_handoffs(&fd) > 0 {
+            if !self.kept.load(Ordering::Acquire) && pending_handoffs(&fd) > 0 {
                 parked().push(fd);
             }
         }
@@ -243,16 +248,33 @@ impl SharedTensor {
     }
 
     /// Gives this side's reference to the next process that opens the segment, and returns the
-    /// handle to send it. This process keeps the segment's descriptor (not its mapping) until
-    /// that consumer has opened it; the consumer then keeps the memory for as long as it needs.
+    /// handle to send it. This process may exit at once: a keeper process holds the segment
+    /// until that consumer opens it (or for [`handoff_seconds`] if nobody does); the consumer
+    /// then keeps the memory for as long as it needs. Where no keeper can be started, this
+    /// process keeps the segment's descriptor (not its mapping) until the consumer opens it.
     pub fn handoff(self) -> String {
-        let name = self.mapping.name.clone();
-        self.mapping
-            .header()
-            .handoffs
-            .fetch_add(1, Ordering::AcqRel);
+        let header = self.mapping.header();
+        header.handoffs.fetch_add(1, Ordering::AcqRel);
         self.mapping.handed_over.store(true, Ordering::Release);
-        name
+        // SAFETY: the token lies in the mapped header; a volatile read of a plain integer.
+        let token = unsafe { std::ptr::read_volatile(std::ptr::addr_of!(header.token)) };
+        let fd = self
+            .mapping
+            .descriptor
+            .as_ref()
+            .expect("a SharedTensor's mapping holds the descriptor");
+        match keeper::spawn(fd.as_fd(), token) {
+            Ok(pid) => {
+                self.mapping.kept.store(true, Ordering::Release);
+                Handle {
+                    pid,
+                    fd: fd.as_raw_fd(),
+                    token,
+                }
+                .format()
+            }
+            Err(_) => self.mapping.name.clone(),
+        }
     }
 }
 
@@ -327,6 +349,7 @@ fn create(shape: &[i64], dtype: DataType, flags: Flags) -> Result<SharedTensor> 
         name,
         handed_over: AtomicBool::new(false),
         descriptor: Some(fd),
+        kept: AtomicBool::new(false),
     });
     // SAFETY: the data area holds `data_len` zeroed, writable bytes: the compact layout's span.
     let tensor = unsafe {
@@ -375,6 +398,19 @@ fn create_sealed(len: usize, token: u64) -> Result<OwnedFd> {
     }
     // SAFETY: a fresh descriptor that nothing else owns.
     let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+    // A keeper gets the descriptor under the same number, next to its standard streams: keep the
+    // number above them (a host may have closed stdin, freeing 0).
+    let fd = if raw < 3 {
+        // SAFETY: duplicates our descriptor to the lowest free number >= 3, close-on-exec.
+        let dup = unsafe { libc::fcntl(raw, libc::F_DUPFD_CLOEXEC, 3) };
+        if dup < 0 {
+            return Err(os_error("create", &label));
+        }
+        // SAFETY: a fresh descriptor that nothing else owns (`fd`, the original, closes here).
+        unsafe { OwnedFd::from_raw_fd(dup) }
+    } else {
+        fd
+    };
     // SAFETY: resizing our own fresh file.
     if unsafe { libc::ftruncate(fd.as_raw_fd(), len as libc::off_t) } != 0 {
         return Err(os_error("resize", &label));
@@ -409,6 +445,8 @@ pub fn reserve(handle: &str) -> Result<()> {
 /// Maps a segment, copies and checks its header and dims, and takes a reference.
 fn map_checked(handle: &str) -> Result<(Mapping, HeaderCopy, Vec<i64>)> {
     let parsed = Handle::parse(handle)?;
+    // Pins the holder, so that ending a keeper below can never hit a reused process id.
+    let holder = keeper::pidfd(parsed.pid);
     let (fd, size) = open_descriptor(&parsed, handle)?;
     if size < HEADER_LEN {
         return Err(invalid(
@@ -435,13 +473,20 @@ fn map_checked(handle: &str) -> Result<(Mapping, HeaderCopy, Vec<i64>)> {
     let dims = unsafe { copy.read_dims(base) };
     // SAFETY: as above; only the atomic counters are used through this reference.
     let header = unsafe { &*(base as *const Header) };
-    claim_reference(header, handle).map_err(unmap)?;
+    let handed = claim_reference(header, handle).map_err(unmap)?;
+    if handed && header.handoffs.load(Ordering::Acquire) == 0 && parsed.pid != std::process::id() {
+        if let Some(pidfd) = &holder {
+            // This opener took the last pending hand-over: its keeper's work is done.
+            keeper::end(parsed.pid, pidfd, parsed.token);
+        }
+    }
     let mapping = Mapping {
         base,
         len: size,
         name: handle.to_owned(),
         handed_over: AtomicBool::new(false),
         descriptor: None,
+        kept: AtomicBool::new(false),
     };
     Ok((mapping, copy, dims))
 }
@@ -608,8 +653,8 @@ fn check_header(h: &HeaderCopy, size: usize, handle: &str) -> Result<()> {
 }
 
 /// Takes a reference: a pending hand-over if there is one, else a new one — unless every side
-/// already released the segment.
-fn claim_reference(h: &Header, handle: &str) -> Result<()> {
+/// already released the segment. Returns whether a hand-over was taken.
+fn claim_reference(h: &Header, handle: &str) -> Result<bool> {
     let take = |counter: &AtomicU32, from_zero: bool| {
         counter
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| match n {
@@ -623,7 +668,7 @@ fn claim_reference(h: &Header, handle: &str) -> Result<()> {
         .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_sub(1))
         .is_ok();
     if handed || take(&h.refcount, false) {
-        Ok(())
+        Ok(handed)
     } else {
         Err(Error::ShmNotFound(handle.to_owned()))
     }

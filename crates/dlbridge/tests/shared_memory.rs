@@ -8,10 +8,10 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use dlbridge::shm::{self, handle::HANDLE_WHAT, Access};
 use dlbridge::{DataType, Error, Flags, Order, Tensor};
 
-/// Whether the descriptor a handle names is still open in this process (the creator's).
+/// Whether the descriptor a handle names is still open in the process it names.
 fn descriptor_open(handle: &str) -> bool {
     let parts: Vec<&str> = handle.split('-').collect();
-    let path = format!("/proc/self/fd/{}", parts[2]);
+    let path = format!("/proc/{}/fd/{}", parts[1], parts[2]);
     std::fs::read_link(path).is_ok_and(|target| {
         target
             .to_string_lossy()
@@ -83,19 +83,97 @@ fn export_copies_any_layout_once_and_flags_it() {
     assert_eq!(opened.data_ptr_mut(), Err(Error::ReadOnly));
 }
 
+/// Whether process `pid` has ended (gone, or a zombie waiting to be reaped).
+fn ended(pid: &str) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).map_or(true, |stat| {
+        stat.rsplit(')')
+            .next()
+            .unwrap()
+            .trim_start()
+            .starts_with('Z')
+    })
+}
+
+/// Waits up to five seconds for `condition`.
+fn eventually(condition: impl Fn() -> bool) -> bool {
+    (0..500).any(|_| {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+        condition()
+    })
+}
+
 #[test]
 fn handoff_passes_the_producers_reference_to_the_consumer() {
     let shared = shm::export(&Tensor::arange(5, DataType::U64).unwrap().view()).unwrap();
     let extra = shared.to_tensor();
     drop(extra);
     let handle = shared.handoff();
-    assert!(
-        descriptor_open(&handle),
-        "a handed-over segment outlives the producer's tensors"
-    );
+    let keeper = handle.split('-').nth(1).unwrap().to_owned();
+    assert_ne!(keeper, std::process::id().to_string(), "a keeper holds it");
+    assert!(descriptor_open(&handle));
     let opened = shm::open(&handle, Access::ReadWrite).unwrap();
     assert_eq!(opened.view().as_slice::<u64>().unwrap(), &[0, 1, 2, 3, 4]);
+    assert!(
+        eventually(|| ended(&keeper)),
+        "the consumer that took the hand-over ended the keeper"
+    );
     drop(opened);
+    assert_eq!(
+        shm::open(&handle, Access::ReadOnly).unwrap_err(),
+        Error::ShmNotFound(handle)
+    );
+}
+
+#[test]
+fn a_handed_over_segment_outlives_its_exited_producer() {
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "producer_helper", "--nocapture", "-q"])
+        .env("DLBRIDGE_SHM_PRODUCER", "1")
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    let handle = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("handle: "))
+        .unwrap()
+        .to_owned();
+    let opened = shm::open(&handle, Access::ReadOnly).unwrap();
+    assert_eq!(opened.view().to_vec::<i32>().unwrap(), [0, 1, 2]);
+    let keeper = handle.split('-').nth(1).unwrap().to_owned();
+    assert!(eventually(|| ended(&keeper)));
+}
+
+/// Runs only as the child of `a_handed_over_segment_outlives_its_exited_producer`: hands a
+/// segment over, prints the handle and exits.
+#[test]
+fn producer_helper() {
+    if std::env::var("DLBRIDGE_SHM_PRODUCER").is_err() {
+        return;
+    }
+    let shared = shm::export(&Tensor::arange(3, DataType::I32).unwrap().view()).unwrap();
+    println!("handle: {}", shared.handoff());
+}
+
+#[test]
+fn a_hand_over_nobody_opens_is_freed_when_its_keeper_times_out() {
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "producer_helper", "--nocapture", "-q"])
+        .env("DLBRIDGE_SHM_PRODUCER", "1")
+        .env("DLBRIDGE_SHM_HANDOFF_SECONDS", "1")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    let handle = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("handle: "))
+        .unwrap()
+        .to_owned();
+    let keeper = handle.split('-').nth(1).unwrap().to_owned();
+    assert!(
+        eventually(|| ended(&keeper)),
+        "the keeper gave up after one second"
+    );
     assert_eq!(
         shm::open(&handle, Access::ReadOnly).unwrap_err(),
         Error::ShmNotFound(handle)
