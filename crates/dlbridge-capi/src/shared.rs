@@ -84,7 +84,9 @@ pub unsafe extern "C" fn dlb_shm_export(
         unsafe { write_str(handle, handle_len, "handle", shared.handle().to_owned()) }?;
         match out {
             Some(out) => out.write(dlb_tensor::into_raw(shared.to_tensor())),
-            None => drop(shared.handoff()),
+            // The hand-over's handle names the keeper that holds the segment from now on.
+            // SAFETY: caller's contract (the buffer already held the creator's handle).
+            None => unsafe { write_str(handle, handle_len, "handle", shared.handoff()) }?,
         }
         Ok(())
     })

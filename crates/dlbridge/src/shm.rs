@@ -475,10 +475,8 @@ fn map_checked(handle: &str) -> Result<(Mapping, HeaderCopy, Vec<i64>)> {
     let header = unsafe { &*(base as *const Header) };
     let handed = claim_reference(header, handle).map_err(unmap)?;
     if handed && header.handoffs.load(Ordering::Acquire) == 0 && parsed.pid != std::process::id() {
-        if let Some(pidfd) = &holder {
-            // This opener took the last pending hand-over: its keeper's work is done.
-            keeper::end(parsed.pid, pidfd, parsed.token);
-        }
+        // This opener took the last pending hand-over: its keeper's work is done.
+        keeper::end(parsed.pid, holder.as_ref(), parsed.token);
     }
     let mapping = Mapping {
         base,
@@ -674,20 +672,20 @@ fn claim_reference(h: &Header, handle: &str) -> Result<bool> {
     }
 }
 
-/// Builds the tensor over a referenced mapping from the checked copy of its header and dims
-/// (never from the mapped header, which other processes may be changing).
-fn tensor_over(
-    mapping: Mapping,
+/// Validates the tensor fields of a checked header copy (`dims`: shape then strides) like any
+/// foreign tensor, for data at `base + data_offset`, and keeps the layout inside the data area.
+fn check_layout(
     h: &HeaderCopy,
-    mut dims: Vec<i64>,
-    access: Access,
-) -> Result<Tensor> {
+    dims: &mut [i64],
+    base: *mut u8,
+    name: &str,
+) -> Result<crate::validate::Validated> {
     let ndim = h.ndim as usize;
-    let mut flags = Flags::from_bits_retain(h.flags);
+    let flags = Flags::from_bits_retain(h.flags);
     let (offset, len) = (h.data_offset as usize, h.data_len as usize);
     let (shape, strides) = dims.split_at_mut(ndim);
     let raw = DLTensor {
-        data: mapping.base.wrapping_add(offset) as *mut libc::c_void,
+        data: base.wrapping_add(offset) as *mut libc::c_void,
         device: h.device,
         ndim: ndim as i32,
         dtype: h.dtype,
@@ -708,12 +706,67 @@ fn tensor_over(
     )?;
     if !span.is_empty() && (span.start < 0 || span.end as usize > len) {
         return Err(invalid(
-            &mapping.name,
+            name,
             format!(
                 "shape {shape:?} with strides {strides:?} reaches outside the {len}-byte data area"
             ),
         ));
     }
+    Ok(v)
+}
+
+/// Checks a segment's bytes exactly as [`open`] checks a mapped segment — header copied once and
+/// checked against `bytes.len()`, dims copied, tensor fields validated, layout kept inside the
+/// data area — without the system calls around it. Returns the shape and the byte range of
+/// `bytes` the tensor would reach. The entry point of the `shm_open` fuzz target.
+#[doc(hidden)]
+pub fn check_segment_bytes(bytes: &[u8]) -> Result<(Vec<i64>, std::ops::Range<usize>)> {
+    let name = "fuzz-input";
+    if bytes.len() < HEADER_LEN {
+        return Err(invalid(name, format!("truncated: {} bytes", bytes.len())));
+    }
+    // An aligned private copy stands for the mapping (mappings are page-aligned).
+    let mut words = vec![0u64; bytes.len().div_ceil(8)];
+    // SAFETY: `words` holds at least `bytes.len()` bytes; the two buffers do not overlap.
+    unsafe {
+        std::ptr::copy_nonoverlapping(bytes.as_ptr(), words.as_mut_ptr().cast(), bytes.len())
+    };
+    let base = words.as_mut_ptr().cast::<u8>();
+    // SAFETY: `base` holds at least HEADER_LEN readable bytes, 8-byte aligned.
+    let copy = unsafe { HeaderCopy::read(base) };
+    check_header(&copy, bytes.len(), name)?;
+    // SAFETY: check_header proved the dims lie inside the buffer, before `data_offset`.
+    let mut dims = unsafe { copy.read_dims(base) };
+    let v = check_layout(&copy, &mut dims, base, name)?;
+    let shape = dims[..copy.ndim as usize].to_vec();
+    let strides = &dims[copy.ndim as usize..];
+    let item = v
+        .dtype
+        .storage_size(Flags::from_bits_retain(copy.flags).contains(Flags::IS_SUBBYTE_TYPE_PADDED))
+        .unwrap_or(1);
+    let span = layout::byte_span(&shape, strides, item, 0)?;
+    let start = copy.data_offset as usize;
+    let reach = if span.is_empty() {
+        start..start
+    } else {
+        start + span.start as usize..start + span.end as usize
+    };
+    Ok((shape, reach))
+}
+
+/// Builds the tensor over a referenced mapping from the checked copy of its header and dims
+/// (never from the mapped header, which other processes may be changing).
+fn tensor_over(
+    mapping: Mapping,
+    h: &HeaderCopy,
+    mut dims: Vec<i64>,
+    access: Access,
+) -> Result<Tensor> {
+    let ndim = h.ndim as usize;
+    let mut flags = Flags::from_bits_retain(h.flags);
+    let offset = h.data_offset as usize;
+    let v = check_layout(h, &mut dims, mapping.base, &mapping.name)?;
+    let (shape, strides) = dims.split_at(ndim);
     if access == Access::ReadOnly {
         flags |= Flags::READ_ONLY;
         let pages = (mapping.len - offset).max(1);

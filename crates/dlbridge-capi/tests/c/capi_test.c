@@ -968,13 +968,13 @@ static void test_release_queue(void) {
 
 /* ---- shared memory ------------------------------------------------------------------------ */
 
-/* Whether this process still holds the descriptor a handle names ("dlbridge-PID-FD-TOKEN"). */
+/* Whether the process a handle names ("dlbridge-PID-FD-TOKEN") still holds that descriptor. */
 static bool shm_held(const char *handle) {
     unsigned pid = 0;
     int fd = -1;
     char token[17] = {0}, path[64], target[256] = {0}, expected[64];
     if (sscanf(handle, "dlbridge-%u-%d-%16s", &pid, &fd, token) != 3) return false;
-    snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
+    snprintf(path, sizeof path, "/proc/%u/fd/%d", pid, fd);
     if (readlink(path, target, sizeof target - 1) < 0) return false;
     snprintf(expected, sizeof expected, "/memfd:dlbridge-%s", token);
     return strncmp(target, expected, strlen(expected)) == 0;

@@ -64,33 +64,57 @@ pub(super) fn spawn(fd: BorrowedFd<'_>, token: u64) -> std::io::Result<u32> {
 }
 
 /// Ends the keeper `pid` of the segment with `token`, if that process is one: called by the
-/// consumer that took the last pending hand-over. `pidfd` pins the process that was checked.
-pub(super) fn end(pid: u32, pidfd: &OwnedFd, token: u64) {
+/// consumer that took the last pending hand-over. `pidfd`, where the system has them, pins the
+/// process that was checked (otherwise a plain `kill` follows the check at once).
+pub(super) fn end(pid: u32, pidfd: Option<&OwnedFd>, token: u64) {
     let expected = keeper_name(token);
     let is_keeper = std::fs::read(format!("/proc/{pid}/cmdline"))
         .is_ok_and(|cmdline| cmdline.split(|&b| b == 0).next() == Some(expected.as_bytes()));
-    if is_keeper {
-        // SAFETY: signals the process the pidfd refers to (never a reused process id); a
-        // process that already exited makes this fail harmlessly.
-        let sent = unsafe {
-            libc::syscall(
-                libc::SYS_pidfd_send_signal,
-                pidfd.as_raw_fd(),
-                libc::SIGTERM,
-                std::ptr::null::<libc::siginfo_t>(),
-                0u32,
-            )
-        };
-        if sent == 0 {
-            // Wait (briefly) until it has exited, so that the handle stops opening before this
-            // open returns.
-            let mut exited = libc::pollfd {
-                fd: pidfd.as_raw_fd(),
-                events: libc::POLLIN,
-                revents: 0,
+    if !is_keeper {
+        return;
+    }
+    match pidfd {
+        Some(pidfd) => {
+            // SAFETY: signals the process the pidfd refers to (never a reused process id); a
+            // process that already exited makes this fail harmlessly.
+            let sent = unsafe {
+                libc::syscall(
+                    libc::SYS_pidfd_send_signal,
+                    pidfd.as_raw_fd(),
+                    libc::SIGTERM,
+                    std::ptr::null::<libc::siginfo_t>(),
+                    0u32,
+                )
             };
-            // SAFETY: polls one valid pollfd; a pidfd turns readable when its process exits.
-            unsafe { libc::poll(&mut exited, 1, 1000) };
+            if sent == 0 {
+                // Wait (briefly) until it has exited, so that the handle stops opening before
+                // this open returns.
+                let mut exited = libc::pollfd {
+                    fd: pidfd.as_raw_fd(),
+                    events: libc::POLLIN,
+                    revents: 0,
+                };
+                // SAFETY: polls one valid pollfd; a pidfd turns readable when its process exits.
+                unsafe { libc::poll(&mut exited, 1, 1000) };
+            }
+        }
+        None => {
+            // SAFETY: kill takes a pid and a signal; the process was a keeper a moment ago.
+            if unsafe { libc::kill(pid as libc::pid_t, libc::SIGTERM) } == 0 {
+                let gone = || {
+                    std::fs::read_to_string(format!("/proc/{pid}/stat")).map_or(true, |stat| {
+                        stat.rsplit(')')
+                            .next()
+                            .is_some_and(|s| s.trim_start().starts_with('Z'))
+                    })
+                };
+                for _ in 0..1000 {
+                    if gone() {
+                        break;
+                    }
+                    std::thread::sleep(std::time::Duration::from_millis(1));
+                }
+            }
         }
     }
 }
