@@ -427,7 +427,7 @@ fn create_sealed(len: usize, token: u64) -> Result<OwnedFd> {
 /// validated like any foreign tensor; bad or truncated segments give [`Error::ShmInvalid`].
 pub fn open(handle: &str, access: Access) -> Result<Tensor> {
     release_taken_handoffs();
-    let (mapping, header, dims) = map_checked(handle)?;
+    let (mapping, header, dims) = map_checked(handle, true)?;
     tensor_over(mapping, &header, dims, access)
 }
 
@@ -436,14 +436,16 @@ pub fn open(handle: &str, access: Access) -> Result<Tensor> {
 /// as the process that made it lives (it keeps the descriptor for the pending opener).
 pub fn reserve(handle: &str) -> Result<()> {
     release_taken_handoffs();
-    let (mapping, _, _) = map_checked(handle)?;
+    // The hand-over this may take is given straight back below: its keeper stays.
+    let (mapping, _, _) = map_checked(handle, false)?;
     mapping.header().handoffs.fetch_add(1, Ordering::AcqRel);
     mapping.handed_over.store(true, Ordering::Release);
     Ok(())
 }
 
-/// Maps a segment, copies and checks its header and dims, and takes a reference.
-fn map_checked(handle: &str) -> Result<(Mapping, HeaderCopy, Vec<i64>)> {
+/// Maps a segment, copies and checks its header and dims, and takes a reference; with
+/// `end_keeper`, taking the last pending hand-over ends the keeper that held it.
+fn map_checked(handle: &str, end_keeper: bool) -> Result<(Mapping, HeaderCopy, Vec<i64>)> {
     let parsed = Handle::parse(handle)?;
     // Pins the holder, so that ending a keeper below can never hit a reused process id.
     let holder = keeper::pidfd(parsed.pid);
@@ -474,7 +476,11 @@ fn map_checked(handle: &str) -> Result<(Mapping, HeaderCopy, Vec<i64>)> {
     // SAFETY: as above; only the atomic counters are used through this reference.
     let header = unsafe { &*(base as *const Header) };
     let handed = claim_reference(header, handle).map_err(unmap)?;
-    if handed && header.handoffs.load(Ordering::Acquire) == 0 && parsed.pid != std::process::id() {
+    if end_keeper
+        && handed
+        && header.handoffs.load(Ordering::Acquire) == 0
+        && parsed.pid != std::process::id()
+    {
         // This opener took the last pending hand-over: its keeper's work is done.
         keeper::end(parsed.pid, holder.as_ref(), parsed.token);
     }

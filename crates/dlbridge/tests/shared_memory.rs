@@ -125,6 +125,19 @@ fn handoff_passes_the_producers_reference_to_the_consumer() {
 }
 
 #[test]
+fn reserving_a_handed_over_segment_keeps_its_keeper() {
+    let handle = shm::export(&Tensor::arange(2, DataType::U8).unwrap().view())
+        .unwrap()
+        .handoff();
+    let keeper = handle.split('-').nth(1).unwrap().to_owned();
+    shm::reserve(&handle).unwrap();
+    assert!(!ended(&keeper), "the reservation kept the keeper");
+    let opened = shm::open(&handle, Access::ReadOnly).unwrap();
+    assert_eq!(opened.view().to_vec::<u8>().unwrap(), [0, 1]);
+    assert!(eventually(|| ended(&keeper)), "the opener ended the keeper");
+}
+
+#[test]
 fn a_handed_over_segment_outlives_its_exited_producer() {
     let out = std::process::Command::new(std::env::current_exe().unwrap())
         .args(["--exact", "producer_helper", "--nocapture", "-q"])
