@@ -301,7 +301,9 @@ def test_unknown_or_removed_handles_raise_file_not_found(track):
         dlbridge.from_shared(h, writable=True)
 
 
-@pytest.mark.parametrize("handle", ["", "a/b", "../etc/passwd", "x y", "é", "x" * 300, "a\0b"])
+@pytest.mark.parametrize(
+    "handle", ["", ".", "..", ".hidden", "a/b", "../etc/passwd", "x y", "é", "x" * 300, "a\0b"]
+)
 def test_malformed_handles_raise_value_error(handle):
     with pytest.raises(ValueError, match="shared memory handle"):
         dlbridge.from_shared(handle)

@@ -88,16 +88,26 @@ fn invalid(name: &str, reason: impl Into<String>) -> Error {
     }
 }
 
+/// What [`Error::UnknownName`] calls a malformed handle: the one classification of handle
+/// errors, which every frontend maps to its own error (Python `ValueError`, Node `TypeError`
+/// `ERR_DLBRIDGE_INVALID_SHM_HANDLE`, C `DLB_ERR_UNKNOWN_NAME`).
+pub const HANDLE_WHAT: &str = "shared memory handle";
+
 /// The object name for a handle: handles are plain names, which become "/name" for the OS.
+/// A handle starts with a letter or digit (so never ".", ".." or a hidden name) and continues
+/// with letters, digits, `-`, `_` and `.`, at most 200 bytes.
 fn object_name(handle: &str) -> Result<CString> {
-    let ok = !handle.is_empty()
-        && handle.len() <= 200
+    let ok = handle.len() <= 200
+        && handle
+            .as_bytes()
+            .first()
+            .is_some_and(u8::is_ascii_alphanumeric)
         && handle
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b));
     if !ok {
         return Err(Error::UnknownName {
-            what: "shared memory handle",
+            what: HANDLE_WHAT,
             name: handle.to_owned(),
         });
     }

@@ -158,10 +158,16 @@ fn bad_segments_give_typed_errors_and_leave_nothing_mapped() {
     );
     std::fs::remove_file(Path::new("/dev/shm").join(&name)).unwrap();
 
-    assert!(matches!(
-        shm::open("../etc/passwd", Access::ReadOnly),
-        Err(Error::UnknownName { .. })
-    ));
+    for malformed in ["", ".", "..", ".hidden", "../etc/passwd", "a/b", "-x"] {
+        assert_eq!(
+            shm::open(malformed, Access::ReadOnly).unwrap_err(),
+            Error::UnknownName {
+                what: shm::HANDLE_WHAT,
+                name: malformed.into()
+            },
+            "{malformed:?}"
+        );
+    }
     assert_eq!(
         shm::open("dlbridge-never-made", Access::ReadOnly).unwrap_err(),
         Error::ShmNotFound("dlbridge-never-made".into())

@@ -193,7 +193,7 @@ end
                         "DLB_ERR_SHM_NOT_FOUND")
     @test throws_naming(() -> DLBridge.from_shared("dlbridge-never-made"), ArgumentError,
                         "dlbridge-never-made", "DLB_ERR_SHM_NOT_FOUND")
-    for bad in ("", "a/b", "../etc/passwd", "x"^300)
+    for bad in ("", ".", "..", "a/b", "../etc/passwd", "x"^300)
         @test throws_naming(() -> DLBridge.from_shared(bad), ArgumentError, repr(bad),
                             "DLB_ERR_UNKNOWN_NAME")
     end
