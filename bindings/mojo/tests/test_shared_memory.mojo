@@ -149,6 +149,8 @@ def test_a_removed_handle_is_named_in_the_error() raises:
         _ = from_shared[DType.int32]("dlbridge-never-made")
     with assert_raises(contains="a/b"):
         _ = from_shared[DType.int32]("a/b")
+    with assert_raises(contains='unknown shared memory handle name ".."'):
+        _ = from_shared[DType.int32]("..")
     with assert_raises(contains="NUL"):
         _ = from_shared[DType.int32]("dlbridge\0x")
 

@@ -269,7 +269,8 @@ test('errors: missing, invalid and malformed handles; wrong arguments', () => {
     'ERR_DLBRIDGE_SHM_NOT_FOUND',
     new RegExp(`"${gone}" does not exist`),
   );
-  for (const bad of ['dlbridge-never-made', 'dlbridge-1-2-3', '', '../etc/passwd', 'a/b', 'x'.repeat(300), 'space here']) {
+  for (const bad of ['', '.', '..', '.hidden', '../etc/passwd', 'a/b', 'x'.repeat(300), 'space here',
+    'dlbridge-never-made', 'dlbridge-1-2-3']) {
     assertThrowsCode(() => fromShared(bad), TypeError, 'ERR_DLBRIDGE_INVALID_SHM_HANDLE');
   }
   for (const [bad, shown] of [[42, 'the number 42'], [undefined, 'undefined'], [{}, 'an object']]) {

@@ -29,6 +29,7 @@ pub mod handle;
 mod keeper;
 mod sweep;
 
+pub use handle::HANDLE_WHAT;
 pub use keeper::handoff_seconds;
 
 pub use sweep::sweep;

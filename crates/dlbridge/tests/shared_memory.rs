@@ -5,7 +5,7 @@
 use std::ffi::CString;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
-use dlbridge::shm::{self, handle::HANDLE_WHAT, Access};
+use dlbridge::shm::{self, Access, HANDLE_WHAT};
 use dlbridge::{DataType, Error, Flags, Order, Tensor};
 
 /// Whether the descriptor a handle names is still open in the process it names.
@@ -322,6 +322,9 @@ fn bad_segments_give_typed_errors_and_leave_nothing_mapped() {
         "",
         ".",
         "..",
+        ".hidden",
+        "a/b",
+        "-x",
         "../etc/passwd",
         "dlbridge-never-made",
         "dlbridge-1-2-3",
