@@ -6,8 +6,8 @@ scripts/test-matrix.sh). A runtime exchanges with itself in-process (zero-copy p
 agent: same element-0 address, a write seen by the producer, one release); two different
 runtimes exchange through a shared-memory segment (one copy at export, none at import).
 
-Exit status 0 only if no case failed, every agent kept answering, and no segment is left in
-/dev/shm. Cases a runtime cannot express are reported with their reason and counted.
+Exit status 0 only if no case failed, every agent kept answering, and no segment is still held
+after the run. Cases a runtime cannot express are reported with their reason and counted.
 """
 
 import datetime
@@ -27,7 +27,17 @@ DTYPES = [
 ]
 LAYOUTS = ["c", "f", "strided", "negative", "zero_d", "empty", "readonly"]
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-SHM = pathlib.Path("/dev/shm")
+
+
+def held(handle: str) -> bool:
+    """Whether a live process (a producer's keeper) still holds the segment a handle
+    ("dlbridge-PID-FD-TOKEN") names."""
+    parts = handle.split("-")
+    try:
+        target = os.readlink(f"/proc/{parts[1]}/fd/{parts[2]}")
+    except (IndexError, OSError):
+        return False
+    return target.startswith(f"/memfd:dlbridge-{parts[3]}")
 
 
 class AgentGone(Exception):
@@ -80,7 +90,7 @@ class Agent:
 
 
 def release_leftover(handle: str) -> None:
-    """Opens and drops a handed-over segment nobody consumed, so it does not stay in /dev/shm."""
+    """Opens and drops a handed-over segment nobody consumed, so that its keeper ends now."""
     try:
         import dlbridge
 
@@ -157,7 +167,7 @@ def main() -> int:
             cells[producer, consumer] = tally
     for agent in agents.values():
         agent.close()
-    leftovers = [h for h in handles if (SHM / h).exists()]
+    leftovers = [h for h in handles if held(h)]
     for handle in leftovers:
         release_leftover(handle)
 
@@ -215,7 +225,7 @@ def render(cells, failures, unsupported, leftovers, broken, ok, fail, unsup, ela
     if failures or leftovers or broken:
         lines += ["## Failures", ""]
         lines += [f"- {f}" for f in broken + failures[:200]]
-        lines += [f"- segment left in /dev/shm: {h}" for h in leftovers]
+        lines += [f"- segment still held after the run: {h}" for h in leftovers]
         lines.append("")
     return "\n".join(lines)
 
