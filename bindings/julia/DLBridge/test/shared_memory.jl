@@ -171,13 +171,19 @@ end
 
 # A fake segment file of `bytes` (no dlbridge header), removed after `f(handle)`.
 function with_fake_segment(f, bytes::Vector{UInt8})
-    handle = "dlbridge-test-fake-$(getpid())"
-    path = joinpath(SHM_DIR, handle)
-    write(path, bytes)
+    # A sealed memory file like a segment's (MFD_CLOEXEC | MFD_ALLOW_SEALING; F_ADD_SEALS with
+    # F_SEAL_SHRINK | F_SEAL_GROW), named by a handle carrying the token its bytes hold.
+    fd = ccall(:memfd_create, Cint, (Cstring, Cuint), "dlbridge-fake", 0x0003)
+    fd >= 0 || error("memfd_create failed")
     try
-        return f(handle)
+        written = GC.@preserve bytes ccall(:write, Cssize_t, (Cint, Ptr{UInt8}, Csize_t), fd,
+                                           pointer(bytes), length(bytes))
+        written == length(bytes) || error("write failed")
+        ccall(:fcntl, Cint, (Cint, Cint, Cint...), fd, 1033, 6) == 0 || error("sealing failed")
+        token = length(bytes) >= 80 ? reinterpret(UInt64, bytes[73:80])[1] : UInt64(0)
+        return f("dlbridge-$(getpid())-$fd-$(string(token; base = 16, pad = 16))")
     finally
-        rm(path; force = true)
+        ccall(:close, Cint, (Cint,), fd)
     end
 end
 
@@ -185,7 +191,8 @@ end
 @noinline function corrupted_dtype_error()
     handle, t = DLBridge.empty_shared(Float32, 4)
     remember(handle)
-    open(joinpath(SHM_DIR, handle), "r+") do io
+    parts = split(handle, '-')
+    open("/proc/$(parts[2])/fd/$(parts[3])", "r+") do io
         seek(io, 32)
         write(io, 0x2a)
     end

@@ -38,8 +38,9 @@ pub(super) fn spawn(fd: BorrowedFd<'_>, token: u64) -> std::io::Result<u32> {
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null());
-    // SAFETY: the hook runs in the forked child before exec and only makes system calls that are
-    // async-signal-safe (close_range, fcntl); it allocates nothing and touches no locks.
+    // SAFETY: the hook runs in the forked child before exec and only makes calls that are
+    // async-signal-safe (close_range, fcntl, sigemptyset, pthread_sigmask); it allocates nothing
+    // and touches no locks.
     unsafe {
         command.pre_exec(move || {
             // Every other descriptor closes at exec (best effort: close_range needs Linux 5.11;
@@ -52,6 +53,11 @@ pub(super) fn spawn(fd: BorrowedFd<'_>, token: u64) -> std::io::Result<u32> {
             if libc::fcntl(n, libc::F_SETFD, 0) != 0 {
                 return Err(std::io::Error::last_os_error());
             }
+            // Hosts block signals in their threads (Julia blocks SIGTERM, SIGINT, ...); the
+            // keeper starts with none blocked, so that it ends like any process.
+            let mut none: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut none);
+            libc::pthread_sigmask(libc::SIG_SETMASK, &none, std::ptr::null_mut());
             Ok(())
         })
     };
@@ -81,7 +87,7 @@ pub(super) fn end(pid: u32, pidfd: Option<&OwnedFd>, token: u64) {
                 libc::syscall(
                     libc::SYS_pidfd_send_signal,
                     pidfd.as_raw_fd(),
-                    libc::SIGTERM,
+                    libc::SIGKILL,
                     std::ptr::null::<libc::siginfo_t>(),
                     0u32,
                 )
@@ -100,7 +106,7 @@ pub(super) fn end(pid: u32, pidfd: Option<&OwnedFd>, token: u64) {
         }
         None => {
             // SAFETY: kill takes a pid and a signal; the process was a keeper a moment ago.
-            if unsafe { libc::kill(pid as libc::pid_t, libc::SIGTERM) } == 0 {
+            if unsafe { libc::kill(pid as libc::pid_t, libc::SIGKILL) } == 0 {
                 let gone = || {
                     std::fs::read_to_string(format!("/proc/{pid}/stat")).map_or(true, |stat| {
                         stat.rsplit(')')
