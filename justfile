@@ -39,6 +39,10 @@ dist:
 matrix-docs:
     @scripts/test-matrix.sh --docs
 
+# Removes shared-memory segments earlier dlbridge versions left in /dev/shm that nobody holds.
+shm-sweep:
+    @cargo run -q -p dlbridge --example shm_sweep
+
 # Formatting, clippy and rustdoc with warnings as errors.
 lint:
     cargo fmt --all -- --check

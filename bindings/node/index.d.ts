@@ -401,7 +401,8 @@ export declare function emptyShared<D extends DType = 'float32'>(
  * Copies a tensor (any layout) once, in row-major order, into a new shared-memory segment and
  * returns its handle. The opener's tensor reports {@link Tensor.copied}. This side keeps no
  * reference: the segment is handed over to the next {@link fromShared} of the handle, so the
- * caller may send the handle and exit. A handle that nobody opens stays in /dev/shm.
+ * caller may send the handle and exit: a keeper process holds the segment until then, for at
+ * most `DLBRIDGE_SHM_HANDOFF_SECONDS` (default 600).
  * @throws {TypeError} not a Tensor, or a detached source buffer
  * @throws {Error} not on the CPU (`ERR_DLBRIDGE_NOT_ON_CPU`), or `ERR_DLBRIDGE_SHM_IO`
  */

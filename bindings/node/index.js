@@ -150,8 +150,8 @@ module.exports = {
   /**
    * Copies a tensor (any layout) once, row-major, into a new shared-memory segment and returns
    * its handle (a string). This side keeps no reference: the segment passes to the next
-   * `fromShared` of the handle, so the caller may send the handle and exit. A handle nobody
-   * opens stays in /dev/shm.
+   * `fromShared` of the handle, so the caller may send the handle and exit (a keeper process
+   * holds the segment until then, for at most DLBRIDGE_SHM_HANDOFF_SECONDS, default 600).
    */
   toShared: native.toShared,
   /**

@@ -77,8 +77,12 @@ def main() -> None:
     released = sys.getrefcount(shared) - baseline_refs
     print(f"  exports of the shared tensor (numpy's, torch's): {exports} alive, {released} after release")
     del shared
-    gone = not os.path.exists(f"/dev/shm/{handle}")
-    print(f"  last owner gone: segment {handle} removed: {'yes' if gone else 'NO'}")
+    try:
+        dlbridge.from_shared(handle)
+        gone = False
+    except FileNotFoundError:
+        gone = True
+    print(f"  last owner gone: segment {handle} freed: {'yes' if gone else 'NO'}")
     if not (same and released == 0 and gone and marks[1:4] == [1.0, 1.0, 1.0]):
         sys.exit(1)
 

@@ -11,8 +11,8 @@ runtimes always exchange through a shared-memory segment (one copy at export, no
 and the pairs in IN_PROCESS_HOSTS also exchange in one process: the host agent loads the other
 runtime (the guest) and proves zero-copy the same way.
 
-Exit status 0 only if no case failed, every agent kept answering, and no segment is left in
-/dev/shm. Cases a runtime cannot express are reported with their reason and counted.
+Exit status 0 only if no case failed, every agent kept answering, and no segment is still held
+after the run. Cases a runtime cannot express are reported with their reason and counted.
 """
 
 import datetime
@@ -55,7 +55,17 @@ IN_PROCESS_HOSTS = {
     frozenset(("mojo", "python")): "mojo",  # the embedded CPython imports the Python agent
 }
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-SHM = pathlib.Path("/dev/shm")
+
+
+def held(handle: str) -> bool:
+    """Whether a live process (a producer's keeper) still holds the segment a handle
+    ("dlbridge-PID-FD-TOKEN") names."""
+    parts = handle.split("-")
+    try:
+        target = os.readlink(f"/proc/{parts[1]}/fd/{parts[2]}")
+    except (IndexError, OSError):
+        return False
+    return target.startswith(f"/memfd:dlbridge-{parts[3]}")
 
 
 class AgentGone(Exception):
@@ -108,7 +118,7 @@ class Agent:
 
 
 def release_leftover(handle: str) -> None:
-    """Opens and drops a handed-over segment nobody consumed, so it does not stay in /dev/shm."""
+    """Opens and drops a handed-over segment nobody consumed, so that its keeper ends now."""
     try:
         import dlbridge
 
@@ -218,7 +228,7 @@ def main() -> int:
             cells[producer, consumer] = cell
     for agent in agents.values():
         agent.close()
-    leftovers = [h for h in handles if (SHM / h).exists()]
+    leftovers = [h for h in handles if held(h)]
     for handle in leftovers:
         release_leftover(handle)
 
@@ -308,7 +318,7 @@ def render(cells, failures, unsupported, leftovers, broken, ok, fail, unsup, ela
     if failures or leftovers or broken:
         lines += ["## Failures", ""]
         lines += [f"- {f}" for f in broken + failures[:200]]
-        lines += [f"- segment left in /dev/shm: {h}" for h in leftovers]
+        lines += [f"- segment still held after the run: {h}" for h in leftovers]
         lines.append("")
     return "\n".join(lines)
 

@@ -1,9 +1,8 @@
 """Shared memory: tensors for runtimes that cannot share a process.
 
-A segment is a POSIX shared-memory object (in /dev/shm on Linux) named by its handle, a short
-string another process passes to `from_shared`. libdlbridge owns the segments: every side's
-tensor holds one reference, and the side that releases the last one removes the segment, so
-nothing is left behind. `to_shared` copies a tensor into a new segment once and hands it over to
+A segment is a size-sealed memory file named by its handle, a short string another process of
+the same user passes to `from_shared`. libdlbridge owns the segments: every side's tensor holds
+it, and the kernel frees it with its last holder, so nothing is left behind. `to_shared` copies a tensor into a new segment once and hands it over to
 the next opener; `empty_shared` allocates a tensor in a segment from the start (no copy at all);
 `from_shared` maps a segment without copying.
 """

@@ -1,6 +1,6 @@
 'use strict';
-// Shared memory across processes: emptyShared / toShared / fromShared over POSIX segments.
-// Every handle a test makes is remembered, and the last test checks /dev/shm holds none of them.
+// Shared memory across processes: emptyShared / toShared / fromShared over sealed memory files.
+// Every handle a test makes is remembered, and the last test checks no process holds any of them.
 
 const test = require('node:test');
 const assert = require('node:assert/strict');
@@ -11,13 +11,10 @@ const { dlbridge, assertReleases, assertThrowsCode, collect, ARRAY_CASES } = req
 
 const { emptyShared, toShared, fromShared, fromTypedArray, arange, empty } = dlbridge;
 
-const SHM = '/dev/shm';
 const PACKAGE = path.join(__dirname, '..');
 const handles = new Set();
-/** The segment a crashed child held: its reference is never released, so the suite removes it. */
-let crashed;
 
-/** Remembers a handle for the final /dev/shm check. */
+/** Remembers a handle for the final check. */
 function track(handle) {
   assert.equal(typeof handle, 'string');
   assert.match(handle, /^dlbridge-/);
@@ -25,8 +22,21 @@ function track(handle) {
   return handle;
 }
 
-/** Whether the segment's name still exists. */
-const exists = (handle) => fs.existsSync(path.join(SHM, handle));
+/** The file through which a handle ("dlbridge-PID-FD-TOKEN") reaches its segment. */
+const descriptorPath = (handle) => {
+  const [, pid, fd] = handle.split('-');
+  return `/proc/${pid}/fd/${fd}`;
+};
+
+/** Whether a live process still holds the segment's descriptor, so that the handle opens. */
+function held(handle) {
+  const token = handle.split('-')[3];
+  try {
+    return fs.readlinkSync(descriptorPath(handle)).startsWith(`/memfd:dlbridge-${token}`);
+  } catch {
+    return false;
+  }
+}
 
 /** Runs `source` in a fresh Node process with `args` (the package path comes first). */
 function child(source, ...args) {
@@ -47,7 +57,7 @@ test('toShared / fromShared round-trip every typed-array dtype, copied once', ()
     array[0] = value;
     array[5] = value;
     const handle = track(toShared(fromTypedArray(array, { shape: [2, 3] })));
-    assert.ok(exists(handle), 'handed over: the segment waits for its opener');
+    assert.ok(held(handle), 'handed over: the segment waits for its opener');
     const opened = fromShared(handle);
     assert.equal(opened.dtype, dtype);
     assert.deepEqual(opened.shape, [2, 3]);
@@ -125,7 +135,7 @@ test('a second process opens the handle, checks the values, writes, and the pare
   );
   assertChildOk(result);
   assert.deepEqual([...mine], [0, 1, 2, 3, 4, 15]);
-  assert.ok(exists(handle), 'the child released its reference; ours remains');
+  assert.ok(held(handle), 'the child released its reference; ours remains');
 });
 
 test('toShared hands the segment to the next opener, even in another process', () => {
@@ -138,7 +148,7 @@ test('toShared hands the segment to the next opener, even in another process', (
     handle,
   );
   assertChildOk(result);
-  assert.ok(!exists(handle), 'the consumer held the last reference and removed the segment');
+  assert.ok(!held(handle), 'the consumer held the last reference and removed the segment');
   assertThrowsCode(
     () => fromShared(handle),
     Error,
@@ -216,7 +226,7 @@ test('read-only mappings follow the read-only rules of toTypedArray', () => {
 
 test('read-only pages really are read-only: writing through the unsafe view faults', () => {
   const { handle, tensor } = emptyShared([4], 'uint8');
-  crashed = track(handle);
+  track(handle);
   const result = child(
     `const [pkg, handle] = process.argv.slice(1);
      const v = require(pkg).fromShared(handle).toTypedArray({ unsafeIgnoreReadOnly: true });
@@ -229,8 +239,7 @@ test('read-only pages really are read-only: writing through the unsafe view faul
   assert.match(result.stdout, /read 0/);
   assert.doesNotMatch(result.stdout, /wrote/);
   assert.equal(tensor.toTypedArray()[0], 0);
-  // A process that dies never releases its reference: this segment outlives both sides, and
-  // the last test removes it by name.
+  // The crashed child's mapping went with it; this process's tensor still holds the segment.
 });
 
 test('native counts return to baseline after gc(), and released segments are removed', async () => {
@@ -249,17 +258,19 @@ test('native counts return to baseline after gc(), and released segments are rem
     made.push(track(toShared(empty([3, 3]))));
     fromShared(made[2], { writable: true });
   });
-  for (const handle of made) assert.ok(!exists(handle), `${handle} left in ${SHM}`);
+  for (const handle of made) assert.ok(!held(handle), `${handle} still held`);
 });
 
 test('errors: missing, invalid and malformed handles; wrong arguments', () => {
+  const gone = `dlbridge-${process.pid}-999999-00000000000000aa`;
   assertThrowsCode(
-    () => fromShared('dlbridge-never-made'),
+    () => fromShared(gone),
     Error,
     'ERR_DLBRIDGE_SHM_NOT_FOUND',
-    /"dlbridge-never-made" does not exist/,
+    new RegExp(`"${gone}" does not exist`),
   );
-  for (const bad of ['', '../etc/passwd', 'a/b', 'x'.repeat(300), 'space here']) {
+  for (const bad of ['', '.', '..', '.hidden', '../etc/passwd', 'a/b', 'x'.repeat(300), 'space here',
+    'dlbridge-never-made', 'dlbridge-1-2-3']) {
     assertThrowsCode(() => fromShared(bad), TypeError, 'ERR_DLBRIDGE_INVALID_SHM_HANDLE');
   }
   for (const [bad, shown] of [[42, 'the number 42'], [undefined, 'undefined'], [{}, 'an object']]) {
@@ -285,45 +296,41 @@ test('errors: missing, invalid and malformed handles; wrong arguments', () => {
   assertThrowsCode(() => emptyShared('2'), TypeError, 'ERR_DLBRIDGE_INVALID_ARGUMENT');
 });
 
-test('errors: segments that are not dlbridge segments, truncated or corrupt', () => {
-  const name = `dlbridge-test-${process.pid}-bad`;
-  const file = path.join(SHM, name);
-  track(name);
+test('errors: corrupt headers written by a peer; a peer cannot truncate a segment', () => {
+  const { handle, tensor } = emptyShared([2, 2], 'int32');
+  track(handle);
+  // What a hostile process of the same user can do: open the segment's file and write it.
+  const fd = fs.openSync(descriptorPath(handle), 'r+');
   try {
-    fs.writeFileSync(file, 'short');
-    assertThrowsCode(() => fromShared(name), Error, 'ERR_DLBRIDGE_SHM_INVALID',
-      new RegExp(`"${name}" is invalid: truncated`));
-    fs.writeFileSync(file, Buffer.alloc(4096));
-    assertThrowsCode(() => fromShared(name), Error, 'ERR_DLBRIDGE_SHM_INVALID', /bad magic/);
-
-    const { handle, tensor } = emptyShared([2, 2], 'int32');
-    track(handle);
-    const good = fs.readFileSync(path.join(SHM, handle));
+    const good = Buffer.alloc(4096);
+    fs.readSync(fd, good, 0, 4096, 0);
     const corrupt = (at, bytes) => {
-      const copy = Buffer.from(good);
-      bytes.copy(copy, at);
-      fs.writeFileSync(file, copy);
+      fs.writeSync(fd, good, 0, 4096, 0);
+      fs.writeSync(fd, bytes, 0, bytes.length, at);
     };
     const u32 = (n) => Buffer.from(new Uint32Array([n]).buffer);
-    // ndim at byte 12, dtype code at 32 (see crates/dlbridge/src/shm.rs): corrupt headers are
-    // invalid segments, not argument errors.
+    // magic at byte 0, ndim at 12, dtype code at 32 (see crates/dlbridge/src/shm.rs): corrupt
+    // headers are invalid segments, not argument errors.
+    corrupt(0, Buffer.alloc(8));
+    assertThrowsCode(() => fromShared(handle), Error, 'ERR_DLBRIDGE_SHM_INVALID',
+      new RegExp(`"${handle}" is invalid: not a dlbridge segment`));
     corrupt(12, u32(5000));
-    assertThrowsCode(() => fromShared(name), Error, 'ERR_DLBRIDGE_SHM_INVALID', /ndim 5000/);
+    assertThrowsCode(() => fromShared(handle), Error, 'ERR_DLBRIDGE_SHM_INVALID', /ndim 5000/);
     corrupt(32, Buffer.from([99]));
-    assertThrowsCode(() => fromShared(name), Error, 'ERR_DLBRIDGE_SHM_INVALID', /type code 99/);
-    fs.writeFileSync(file, good.subarray(0, good.length - 1));
-    assertThrowsCode(() => fromShared(name, { writable: true }), Error, 'ERR_DLBRIDGE_SHM_INVALID',
-      /truncated/);
-    assert.equal(tensor.size, 4);
+    assertThrowsCode(() => fromShared(handle), Error, 'ERR_DLBRIDGE_SHM_INVALID', /type code 99/);
+    fs.writeSync(fd, good, 0, 4096, 0);
+    for (const size of [0, 100, 1 << 20]) {
+      assert.throws(() => fs.ftruncateSync(fd, size), { code: 'EPERM' }, `resize to ${size}`);
+    }
+    const again = fromShared(handle, { writable: true });
+    again.toTypedArray()[3] = 7;
+    assert.equal(tensor.toTypedArray()[3], 7, 'both mappings work after the attempts');
   } finally {
-    fs.rmSync(file, { force: true });
+    fs.closeSync(fd);
   }
 });
 
-test('nothing with this suite\'s handles remains in /dev/shm', async () => {
+test('no process holds this suite\'s segments any more', async () => {
   await collect();
-  const left = [...handles].filter(exists);
-  assert.deepEqual(left, crashed ? [crashed] : [], `left in ${SHM}: ${left.join(', ')}`);
-  if (crashed) fs.rmSync(path.join(SHM, crashed));
-  assert.deepEqual([...handles].filter(exists), []);
+  assert.deepEqual([...handles].filter(held), []);
 });

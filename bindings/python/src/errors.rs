@@ -28,7 +28,7 @@ pub(crate) fn to_py_err(err: Error) -> PyErr {
         // set to the handle.
         Error::ShmNotFound(handle) => PyFileNotFoundError::new_err((
             ENOENT,
-            "shared memory segment does not exist (released, or never created)",
+            "shared memory segment does not exist (released, its holding process exited, or never created)",
             handle,
         )),
         Error::ShmIo { .. } => PyOSError::new_err(message),

@@ -48,6 +48,7 @@ fn _dlbridge(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(shared::empty_shared, m)?)?;
     m.add_function(wrap_pyfunction!(shared::to_shared, m)?)?;
     m.add_function(wrap_pyfunction!(shared::from_shared, m)?)?;
+    m.add_function(wrap_pyfunction!(shared::shm_sweep, m)?)?;
     m.add_submodule(&testing::module(py)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add(

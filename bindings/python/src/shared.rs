@@ -1,10 +1,12 @@
-//! `dlbridge.empty_shared`, `dlbridge.to_shared` and `dlbridge.from_shared`: tensors in POSIX
-//! shared-memory segments ([`dlbridge::shm`]), for runtimes that cannot share a process.
+//! `dlbridge.empty_shared`, `dlbridge.to_shared`, `dlbridge.from_shared` and `dlbridge.shm_sweep`:
+//! tensors in size-sealed shared-memory segments ([`dlbridge::shm`]), for runtimes that cannot
+//! share a process.
 //!
-//! A segment is named by its handle, a plain string any process can be sent. Each side holds one
-//! reference while it has a tensor over the segment; the last side to let go removes it, so
-//! nothing stays in `/dev/shm`. `to_shared` keeps no reference: it hands its own to the next
-//! opener, so the exporting process may exit before the consumer opens the handle.
+//! A segment is named by its handle, a plain string any process of the same user can be sent.
+//! Each side holds the segment while it has a tensor over it; the kernel frees it with its last
+//! holder, so nothing is ever left behind. `to_shared` keeps no reference: a keeper process holds
+//! the segment for the next opener, so the exporting process may exit before the consumer opens
+//! the handle.
 
 use dlbridge::shm::{self, Access};
 use pyo3::prelude::*;
@@ -39,7 +41,8 @@ pub(crate) fn empty_shared<'py>(
 /// Imports `x` as `from_dlpack` does (any DLPack producer or a dlbridge.Tensor), copies it once,
 /// in C order, into a new shared-memory segment and returns the handle. This process keeps no
 /// reference: the segment passes to the next `from_shared(handle)`, so the caller may send the
-/// handle and exit (a handle that is never opened leaves its segment in /dev/shm).
+/// handle and exit (a keeper process holds it for the consumer, for at most
+/// DLBRIDGE_SHM_HANDOFF_SECONDS, default 600, if nobody opens it).
 ///
 /// Raises what `from_dlpack` raises, BufferError for a tensor not in CPU memory or with a packed
 /// sub-byte dtype, OSError if the segment cannot be created.
@@ -66,9 +69,9 @@ pub(crate) fn to_shared<'py>(x: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyStr
 /// pages read-only and gives a read-only tensor; `writable=True` gives a tensor whose writes are
 /// seen by every process that maps the segment. The tensor holds this process's reference.
 ///
-/// Raises FileNotFoundError for a handle with no segment (never created, or released by every
-/// side), ValueError for a malformed handle or an invalid segment (naming what is wrong), OSError
-/// if mapping fails.
+/// Raises FileNotFoundError for a handle with no segment (never created, released by every side,
+/// or its holding process exited), ValueError for a malformed handle or an invalid segment
+/// (naming what is wrong), OSError if mapping fails.
 #[pyfunction]
 #[pyo3(signature = (handle, *, writable = false))]
 pub(crate) fn from_shared<'py>(
@@ -83,4 +86,14 @@ pub(crate) fn from_shared<'py>(
     };
     let tensor = shm::open(&handle, access).map_err(|e| shm_open_error(&handle, e))?;
     new_tensor(py, TensorData::Owned(Box::new(tensor)))
+}
+
+/// Removes the named segments that dlbridge versions before sealed segments left in /dev/shm and
+/// that no live process holds; returns how many it removed. Current segments need no sweeping:
+/// the kernel frees them with their last holder, even one killed with SIGKILL.
+///
+/// Raises OSError if /dev/shm cannot be read.
+#[pyfunction]
+pub(crate) fn shm_sweep() -> PyResult<usize> {
+    shm::sweep().map_err(to_py_err)
 }

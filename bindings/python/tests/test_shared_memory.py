@@ -1,13 +1,15 @@
 """Shared memory (``empty_shared`` / ``to_shared`` / ``from_shared``): values and dtypes
 round-trip, writes are seen through every mapping and by other processes, read-only mappings
-refuse writes, exports to numpy and torch stay zero-copy, errors are typed, and nothing is left
-in /dev/shm."""
+refuse writes, exports to numpy and torch stay zero-copy, errors are typed, a hand-over survives
+its producer, and no process holds a segment once every side let go."""
 
 import errno
+import fcntl
 import gc
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -17,14 +19,23 @@ import dlbridge
 from helpers import np_ptr
 
 pytestmark = pytest.mark.skipif(
-    not Path("/dev/shm").is_dir(), reason="POSIX shared memory lives in /dev/shm"
+    not hasattr(os, "memfd_create"), reason="segments are sealed Linux memory files"
 )
 
-SHM = Path("/dev/shm")
+
+def descriptor_path(handle):
+    """The file through which a handle ("dlbridge-PID-FD-TOKEN") reaches its segment."""
+    _, pid, fd, _ = handle.split("-")
+    return Path(f"/proc/{pid}/fd/{fd}")
 
 
-def exists(handle):
-    return (SHM / handle).exists()
+def held(handle):
+    """Whether a live process still holds the segment's descriptor, so that the handle opens."""
+    token = handle.split("-")[3]
+    try:
+        return os.readlink(descriptor_path(handle)).startswith(f"/memfd:dlbridge-{token}")
+    except OSError:
+        return False
 
 
 @pytest.fixture
@@ -39,10 +50,8 @@ def track():
 
     yield record
     gc.collect()
-    left = [h for h in handles if exists(h)]
-    for h in left:
-        (SHM / h).unlink()
-    assert not left, f"segments left in /dev/shm: {left}"
+    left = [h for h in handles if held(h)]
+    assert not left, f"segments still held: {left}"
 
 
 def run_python(code, *args):
@@ -137,10 +146,10 @@ print(a.sum())
 """
     assert float(run_python(child, h)) == 15.0 - 4.0 + 42.5
     assert parent[1, 1] == 42.5
-    assert exists(h), "the child released its own reference only"
+    assert held(h), "the child released its own reference only"
     del parent, t
     gc.collect()
-    assert not exists(h)
+    assert not held(h)
 
 
 def test_a_spawned_multiprocessing_worker_shares_the_segment(track):
@@ -166,12 +175,30 @@ def _double_in_place(handle):
 def test_to_shared_hands_the_segment_to_the_next_opener(track):
     # The producer exits before anyone opens the handle.
     h = track(run_python("import dlbridge, numpy as np; print(dlbridge.to_shared(np.arange(5)))"))
-    assert exists(h), "a handed-over segment outlives its producer"
+    assert held(h), "a keeper process holds a handed-over segment after its producer exits"
     t = dlbridge.from_shared(h)
     assert t.tolist() == [0, 1, 2, 3, 4] and t.copied
+    assert not held(h), "the consumer took the hand-over and ended the keeper"
     del t
     gc.collect()
-    assert not exists(h), "the consumer took the producer's reference and released it"
+    with pytest.raises(FileNotFoundError):
+        dlbridge.from_shared(h)
+
+
+def test_a_hand_over_nobody_opens_is_freed_after_its_time():
+    code = "import dlbridge, numpy as np; print(dlbridge.to_shared(np.arange(5)))"
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "DLBRIDGE_SHM_HANDOFF_SECONDS": "1"},
+    )
+    h = done.stdout.strip()
+    assert held(h)
+    deadline = time.monotonic() + 10
+    while held(h) and time.monotonic() < deadline:
+        time.sleep(0.05)
     with pytest.raises(FileNotFoundError):
         dlbridge.from_shared(h)
 
@@ -179,15 +206,15 @@ def test_to_shared_hands_the_segment_to_the_next_opener(track):
 def test_to_shared_in_process_keeps_no_reference(track):
     h = track(dlbridge.to_shared(np.ones(3)))
     gc.collect()
-    assert exists(h), "kept for the next opener"
+    assert held(h), "kept for the next opener"
     first = dlbridge.from_shared(h)
-    assert not exists(h), "the opener took the only reference: the name goes at once"
+    assert not held(h), "the opener took the only reference: the handle opens no more"
     with pytest.raises(FileNotFoundError):
         dlbridge.from_shared(h)
-    assert first.tolist() == [1.0, 1.0, 1.0], "the mapping outlives the name"
+    assert first.tolist() == [1.0, 1.0, 1.0], "the mapping outlives the handle"
     del first
     gc.collect()
-    assert not exists(h)
+    assert not held(h)
 
 
 @pytest.mark.parametrize(
@@ -278,18 +305,16 @@ def test_exports_keep_the_segment_alive(track):
     a[:] = [7, 8, 9]
     del t
     gc.collect()
-    assert exists(h) and a.tolist() == [7, 8, 9]
+    assert held(h) and a.tolist() == [7, 8, 9], "numpy's export keeps the creator's mapping"
     b = np.from_dlpack(dlbridge.from_shared(h))
     del a
     gc.collect()
-    assert exists(h) and b.tolist() == [7, 8, 9]
-    del b
-    gc.collect()
-    assert not exists(h)
+    assert not held(h), "the creator let go: its handle opens no more"
+    assert b.tolist() == [7, 8, 9], "the opener's mapping keeps the memory"
 
 
 def test_unknown_or_removed_handles_raise_file_not_found(track):
-    missing = f"dlbridge-test-{os.getpid()}-missing"
+    missing = f"dlbridge-{os.getpid()}-999999-00000000000000aa"
     with pytest.raises(FileNotFoundError, match=missing) as info:
         dlbridge.from_shared(missing)
     assert info.value.errno == errno.ENOENT and info.value.filename == missing
@@ -301,7 +326,23 @@ def test_unknown_or_removed_handles_raise_file_not_found(track):
         dlbridge.from_shared(h, writable=True)
 
 
-@pytest.mark.parametrize("handle", ["", "a/b", "../etc/passwd", "x y", "é", "x" * 300, "a\0b"])
+@pytest.mark.parametrize(
+    "handle",
+    [
+        "",
+        ".",
+        "..",
+        ".hidden",
+        "a/b",
+        "../etc/passwd",
+        "x y",
+        "é",
+        "x" * 300,
+        "a\0b",
+        "dlbridge-x",
+        "dlbridge-1-2-3",
+    ],
+)
 def test_malformed_handles_raise_value_error(handle):
     with pytest.raises(ValueError, match="shared memory handle"):
         dlbridge.from_shared(handle)
@@ -318,15 +359,21 @@ def test_handle_must_be_a_string():
 
 @pytest.fixture
 def raw_segment():
-    """Writes bytes as a shared-memory object, the way a broken or hostile producer might."""
-    path = SHM / f"dlbridge-test-{os.getpid()}-bad"
+    """Makes a sealed memory file holding bytes, the way a broken or hostile producer might, and
+    returns a handle naming it (with the token its bytes carry)."""
+    fds = []
 
     def write(data):
-        path.write_bytes(data)
-        return path.name
+        fd = os.memfd_create("dlbridge-raw", os.MFD_ALLOW_SEALING)
+        fds.append(fd)
+        os.write(fd, data)
+        fcntl.fcntl(fd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW)
+        token = int.from_bytes(data[72:80], sys.byteorder) if len(data) >= 80 else 0
+        return f"dlbridge-{os.getpid()}-{fd}-{token:016x}"
 
     yield write
-    path.unlink(missing_ok=True)
+    for fd in fds:
+        os.close(fd)
 
 
 def test_invalid_segments_raise_value_error_naming_the_problem(track, raw_segment):
@@ -339,10 +386,10 @@ def test_invalid_segments_raise_value_error_naming_the_problem(track, raw_segmen
         dlbridge.from_shared(name)
 
     # Corrupted copies of a real segment (header layout: dtype code at 32, device type at 36,
-    # the first shape entry at 72).
+    # the token at 72, the first shape entry at 80).
     h, t = dlbridge.empty_shared((2, 2), "int32")
     track(h)
-    good = (SHM / h).read_bytes()
+    good = descriptor_path(h).read_bytes()
 
     def corrupt(at, value):
         data = bytearray(good)
@@ -352,11 +399,52 @@ def test_invalid_segments_raise_value_error_naming_the_problem(track, raw_segmen
     for at, value, problem in [
         (32, bytes([99]), "data type"),
         (36, (2).to_bytes(4, sys.byteorder), "host memory"),
-        (72, (-2).to_bytes(8, sys.byteorder, signed=True), "negative"),
-        (72, (1000).to_bytes(8, sys.byteorder), "outside"),
+        (80, (-2).to_bytes(8, sys.byteorder, signed=True), "negative"),
+        (80, (1000).to_bytes(8, sys.byteorder), "outside"),
     ]:
         name = corrupt(at, value)
         with pytest.raises(ValueError, match=problem) as info:
             dlbridge.from_shared(name, writable=True)
         assert name in str(info.value)
     del t
+
+
+def test_a_segment_dies_with_its_killed_creator():
+    code = (
+        "import sys, time, dlbridge, numpy as np\n"
+        "h, t = dlbridge.empty_shared(3, 'int64')\n"
+        "np.from_dlpack(t)[:] = 5\n"
+        "print(h, flush=True)\n"
+        "time.sleep(60)\n"
+    )
+    child = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    try:
+        h = child.stdout.readline().strip()
+        assert dlbridge.from_shared(h).tolist() == [5, 5, 5]
+        gc.collect()
+    finally:
+        child.kill()  # SIGKILL: no cleanup code runs
+        child.wait()
+        child.stdout.close()
+    assert not held(h)
+    with pytest.raises(FileNotFoundError):
+        dlbridge.from_shared(h)
+
+
+def test_shm_sweep_removes_unheld_segments_of_earlier_versions_only():
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    legacy = bytearray(8192)
+    legacy[:8] = b"DLBRIDGE"
+    legacy[8:12] = (1).to_bytes(4, sys.byteorder)
+    orphan = Path(f"/dev/shm/dlbridge-{dead.pid}-0-0000beef")
+    mine = Path(f"/dev/shm/dlbridge-{os.getpid()}-1-0000beef")
+    for path in (orphan, mine):
+        path.write_bytes(bytes(legacy))
+    try:
+        assert dlbridge.shm_sweep() >= 1
+        assert not orphan.exists(), "its creator is gone and nobody holds it"
+        assert mine.exists(), "its creator (this process) still runs"
+    finally:
+        orphan.unlink(missing_ok=True)
+        mine.unlink()

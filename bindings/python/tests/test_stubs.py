@@ -37,6 +37,7 @@ def test_module_functions_match_the_stubs():
         "empty_shared",
         "to_shared",
         "from_shared",
+        "shm_sweep",
     }
     for name, node in stubbed.items():
         runtime = inspect.signature(getattr(_dlbridge, name))

@@ -702,8 +702,11 @@ int dlb_shm_open(const char *handle,
 
 /**
  * Reserves one reference of segment `handle` for a future dlb_shm_open, so the segment survives
- * until that opener releases it even if every current side lets go first (a producer that
- * exits before its consumer opens).
+ * until that opener releases it even if every current side lets go first, as long as the
+ * process that created it lives (it keeps the descriptor for the pending opener).
+ *
+ * Errors: DLB_ERR_UNKNOWN_NAME (not a handle), DLB_ERR_SHM_NOT_FOUND, DLB_ERR_SHM_INVALID,
+ * DLB_ERR_SHM_IO.
  *
  * # Safety
  * `handle` is NULL or NUL-terminated.

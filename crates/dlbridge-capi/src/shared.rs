@@ -1,8 +1,10 @@
 //! Shared-memory segments, for runtimes that cannot share a process: allocate a tensor in a
 //! segment, copy one in, open one by its handle, reserve one for a later opener.
 //!
-//! A segment is removed when every side that opened it (and its creator) has released it; see
-//! `dlb_shm_reserve` for producers that exit before the consumer opens.
+//! A segment lives while a process holds it: the creating process keeps its descriptor while it
+//! has tensors over it or a hand-over is pending, each opener keeps its mapping. The kernel frees
+//! it with its last holder, even one killed with SIGKILL; a handle opens while its creating
+//! process holds the segment. `dlb_shm_reserve` keeps it for a later opener.
 
 use std::ffi::{c_char, c_int};
 
@@ -82,7 +84,9 @@ pub unsafe extern "C" fn dlb_shm_export(
         unsafe { write_str(handle, handle_len, "handle", shared.handle().to_owned()) }?;
         match out {
             Some(out) => out.write(dlb_tensor::into_raw(shared.to_tensor())),
-            None => drop(shared.handoff()),
+            // The hand-over's handle names the keeper that holds the segment from now on.
+            // SAFETY: caller's contract (the buffer already held the creator's handle).
+            None => unsafe { write_str(handle, handle_len, "handle", shared.handoff()) }?,
         }
         Ok(())
     })
@@ -118,8 +122,11 @@ pub unsafe extern "C" fn dlb_shm_open(
 }
 
 /// Reserves one reference of segment `handle` for a future dlb_shm_open, so the segment survives
-/// until that opener releases it even if every current side lets go first (a producer that
-/// exits before its consumer opens).
+/// until that opener releases it even if every current side lets go first, as long as the
+/// process that created it lives (it keeps the descriptor for the pending opener).
+///
+/// Errors: DLB_ERR_UNKNOWN_NAME (not a handle), DLB_ERR_SHM_NOT_FOUND, DLB_ERR_SHM_INVALID,
+/// DLB_ERR_SHM_IO.
 ///
 /// # Safety
 /// `handle` is NULL or NUL-terminated.

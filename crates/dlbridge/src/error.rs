@@ -131,8 +131,11 @@ pub enum Error {
         /// The operating system's message.
         reason: String,
     },
-    /// A shared-memory segment does not exist (never created, or already released by all sides).
-    #[error("shared memory segment {0:?} does not exist (released, or never created)")]
+    /// A shared-memory segment does not exist (never created, released by all sides, or the
+    /// process holding it exited).
+    #[error(
+        "shared memory segment {0:?} does not exist (released, its holding process exited, or never created)"
+    )]
     ShmNotFound(String),
     /// A shared-memory segment's header or size is not what dlbridge writes.
     #[error("shared memory segment {name:?} is invalid: {reason}")]

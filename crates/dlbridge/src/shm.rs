@@ -1,24 +1,40 @@
 //! Shared-memory transport: tensors for runtimes that cannot share a process.
 //!
-//! A segment is a POSIX shared-memory object holding a small header (DLPack metadata and two
-//! counters), the shape and strides, and the data at a page-aligned offset. The handle string is
-//! the object's name. Exporting copies a tensor into a new segment once ([`export`]); a tensor
-//! allocated in a segment from the start ([`empty`]) is shared with no copy at all. Opening
-//! ([`open`]) maps the segment — read-only pages for [`Access::ReadOnly`] — and validates the
-//! header like any foreign tensor; it never copies.
+//! A segment is an anonymous shared-memory file (`memfd`) holding a small header (DLPack metadata,
+//! two counters and a random token), the shape and strides, and the data at a page-aligned
+//! offset. Its size is sealed at creation (`F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL`): no
+//! process — not even one that opens the segment to attack it — can truncate it under another
+//! one's mapping, so a mapped segment never raises SIGBUS. Exporting copies a tensor into a new
+//! segment once ([`export`]); a tensor allocated in a segment from the start ([`empty`]) is shared
+//! with no copy at all. Opening ([`open`]) maps the segment — read-only pages for
+//! [`Access::ReadOnly`] — copies its header once and validates the copy like any foreign tensor;
+//! it never copies data.
 //!
-//! Lifetime: the header counts the mappings that hold a reference. Creating a segment takes one,
-//! each [`open`] takes one, and each side releases its own when its last tensor is dropped; the
-//! side that releases the last reference removes the segment's name, so nothing is left behind.
-//! A producer that will not outlive the hand-over calls [`SharedTensor::handoff`]: its reference
-//! passes to the next [`open`] instead of being released. When that opener becomes the only
-//! holder, the segment's name is removed at once, so the memory goes with the opener's mapping
-//! even if its process dies without cleaning up.
+//! Handles ([`handle`]) name the creating process and its descriptor: another process of the
+//! same user opens the segment through `/proc/<pid>/fd/<fd>`. Lifetime: the creating process
+//! keeps the descriptor while it has tensors over the segment or a hand-over is pending
+//! ([`SharedTensor::handoff`], [`reserve`]); each opener maps the memory and keeps it for as long
+//! as its tensors live. The kernel frees a segment when its last descriptor and mapping are gone
+//! — on a normal exit, a crash or `kill -9` alike — so segments cannot leak. A handle opens while
+//! its creating process lives and holds the descriptor; after that, [`open`] reports
+//! [`Error::ShmNotFound`]. [`sweep`] removes named segments left in `/dev/shm` by dlbridge
+//! versions before this layout.
 
 use std::ffi::CString;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
-use std::sync::Arc;
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+
+pub mod handle;
+mod keeper;
+mod sweep;
+
+pub use handle::HANDLE_WHAT;
+pub use keeper::handoff_seconds;
+
+pub use sweep::sweep;
+
+use handle::Handle;
 
 use crate::dtype::DataType;
 use crate::error::{Error, Result};
@@ -32,8 +48,8 @@ use crate::{Device, MAX_NDIM};
 
 /// First bytes of every segment.
 const MAGIC: [u8; 8] = *b"DLBRIDGE";
-/// Version of the segment layout below.
-const LAYOUT_VERSION: u32 = 1;
+/// Version of the segment layout below (1: named POSIX objects without a token).
+const LAYOUT_VERSION: u32 = 2;
 
 /// The start of a segment; `2 * ndim` `i64`s (shape, then strides) follow it.
 #[repr(C)]
@@ -51,6 +67,8 @@ struct Header {
     data_offset: u64,
     data_len: u64,
     segment_len: u64,
+    /// The token every handle of this segment carries.
+    token: u64,
 }
 
 const HEADER_LEN: usize = std::mem::size_of::<Header>();
@@ -88,29 +106,18 @@ fn invalid(name: &str, reason: impl Into<String>) -> Error {
     }
 }
 
-/// The object name for a handle: handles are plain names, which become "/name" for the OS.
-fn object_name(handle: &str) -> Result<CString> {
-    let ok = !handle.is_empty()
-        && handle.len() <= 200
-        && handle
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b));
-    if !ok {
-        return Err(Error::UnknownName {
-            what: "shared memory handle",
-            name: handle.to_owned(),
-        });
-    }
-    Ok(CString::new(format!("/{handle}")).expect("no NUL in a validated handle"))
-}
-
 /// One mapping of a segment in this process. Dropping it releases its reference (unless handed
-/// over) and unmaps.
+/// over) and unmaps; the creator's mapping also closes the segment's descriptor, or parks it
+/// while a hand-over is pending.
 struct Mapping {
     base: *mut u8,
     len: usize,
     name: String,
     handed_over: AtomicBool,
+    /// The descriptor the handle names (creator only).
+    descriptor: Option<OwnedFd>,
+    /// A keeper process holds the descriptor for the pending hand-over.
+    kept: AtomicBool,
 }
 
 // SAFETY: the mapping is plain shared memory; the header's counters are atomics, and the data is
@@ -129,17 +136,52 @@ impl Mapping {
 
 impl Drop for Mapping {
     fn drop(&mut self) {
-        if !self.handed_over.load(Ordering::Acquire)
-            && self.header().refcount.fetch_sub(1, Ordering::AcqRel) == 1
-        {
-            if let Ok(name) = object_name(&self.name) {
-                // SAFETY: a valid C string; a failure (already removed) is harmless.
-                unsafe { libc::shm_unlink(name.as_ptr()) };
-            }
+        if !self.handed_over.load(Ordering::Acquire) {
+            self.header().refcount.fetch_sub(1, Ordering::AcqRel);
         }
         // SAFETY: `base`/`len` are exactly what mmap returned; nothing borrows the mapping any
         // more (tensors over it hold this Mapping alive).
         unsafe { libc::munmap(self.base as *mut libc::c_void, self.len) };
+        if let Some(fd) = self.descriptor.take() {
+            if !self.kept.load(Ordering::Acquire) && pending_handoffs(&fd) > 0 {
+                parked().push(fd);
+            }
+        }
+    }
+}
+
+/// Descriptors of segments this process made whose mappings are gone but whose hand-over is
+/// still pending: they keep the handles openable until the consumers have opened them.
+fn parked() -> std::sync::MutexGuard<'static, Vec<OwnedFd>> {
+    static PARKED: Mutex<Vec<OwnedFd>> = Mutex::new(Vec::new());
+    PARKED
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// Closes the parked descriptors whose hand-overs have all been taken.
+fn release_taken_handoffs() {
+    parked().retain(|fd| pending_handoffs(fd) > 0);
+}
+
+/// The segment's pending hand-over count, read through its descriptor (never faults: the size
+/// is sealed and a short read counts as none).
+fn pending_handoffs(fd: &OwnedFd) -> u32 {
+    let mut bytes = [0u8; 4];
+    let at = std::mem::offset_of!(Header, handoffs);
+    // SAFETY: reads at most 4 bytes into a 4-byte buffer from our descriptor.
+    let n = unsafe {
+        libc::pread(
+            fd.as_raw_fd(),
+            bytes.as_mut_ptr().cast(),
+            4,
+            at as libc::off_t,
+        )
+    };
+    if n == 4 {
+        u32::from_ne_bytes(bytes)
+    } else {
+        0
     }
 }
 
@@ -207,15 +249,33 @@ impl SharedTensor {
     }
 
     /// Gives this side's reference to the next process that opens the segment, and returns the
-    /// handle to send it. The segment then outlives this process until that consumer is done.
+    /// handle to send it. This process may exit at once: a keeper process holds the segment
+    /// until that consumer opens it (or for [`handoff_seconds`] if nobody does); the consumer
+    /// then keeps the memory for as long as it needs. Where no keeper can be started, this
+    /// process keeps the segment's descriptor (not its mapping) until the consumer opens it.
     pub fn handoff(self) -> String {
-        let name = self.mapping.name.clone();
-        self.mapping
-            .header()
-            .handoffs
-            .fetch_add(1, Ordering::AcqRel);
+        let header = self.mapping.header();
+        header.handoffs.fetch_add(1, Ordering::AcqRel);
         self.mapping.handed_over.store(true, Ordering::Release);
-        name
+        // SAFETY: the token lies in the mapped header; a volatile read of a plain integer.
+        let token = unsafe { std::ptr::read_volatile(std::ptr::addr_of!(header.token)) };
+        let fd = self
+            .mapping
+            .descriptor
+            .as_ref()
+            .expect("a SharedTensor's mapping holds the descriptor");
+        match keeper::spawn(fd.as_fd(), token) {
+            Ok(pid) => {
+                self.mapping.kept.store(true, Ordering::Release);
+                Handle {
+                    pid,
+                    fd: fd.as_raw_fd(),
+                    token,
+                }
+                .format()
+            }
+            Err(_) => self.mapping.name.clone(),
+        }
     }
 }
 
@@ -237,8 +297,6 @@ pub fn export(view: &TensorView<'_>) -> Result<SharedTensor> {
     Ok(shared)
 }
 
-static COUNTER: AtomicU64 = AtomicU64::new(0);
-
 fn create(shape: &[i64], dtype: DataType, flags: Flags) -> Result<SharedTensor> {
     let item = dtype
         .storage_size(flags.contains(Flags::IS_SUBBYTE_TYPE_PADDED))
@@ -253,23 +311,17 @@ fn create(shape: &[i64], dtype: DataType, flags: Flags) -> Result<SharedTensor> 
     let data_offset = (HEADER_LEN + dims_len).div_ceil(page) * page;
     let segment_len = data_offset + data_len.div_ceil(page).max(1) * page;
 
-    let (fd, name) = create_object()?;
-    let cname = object_name(&name)?;
-    let fail = |e: Error| {
-        // SAFETY: removing the object we just created; `fd` is ours to close.
-        unsafe {
-            libc::close(fd);
-            libc::shm_unlink(cname.as_ptr());
-        }
-        e
-    };
-    // SAFETY: `fd` is an open shared-memory object.
-    if unsafe { libc::ftruncate(fd, segment_len as libc::off_t) } != 0 {
-        return Err(fail(os_error("resize", &name)));
+    release_taken_handoffs();
+    sweep::sweep_once();
+    let token = random_token();
+    let fd = create_sealed(segment_len, token)?;
+    let name = Handle {
+        pid: std::process::id(),
+        fd: fd.as_raw_fd(),
+        token,
     }
-    let base = map(fd, segment_len, &name).map_err(fail)?;
-    // SAFETY: the mapping keeps the object alive; the descriptor is no longer needed.
-    unsafe { libc::close(fd) };
+    .format();
+    let base = map(fd.as_raw_fd(), segment_len, &name)?;
     let header = Header {
         magic: MAGIC,
         layout_version: LAYOUT_VERSION,
@@ -282,6 +334,7 @@ fn create(shape: &[i64], dtype: DataType, flags: Flags) -> Result<SharedTensor> 
         data_offset: data_offset as u64,
         data_len: data_len as u64,
         segment_len: segment_len as u64,
+        token,
     };
     // SAFETY: the fresh mapping is `segment_len` writable bytes, page-aligned; the header and
     // dims fit before `data_offset` by construction.
@@ -296,6 +349,8 @@ fn create(shape: &[i64], dtype: DataType, flags: Flags) -> Result<SharedTensor> 
         len: segment_len,
         name,
         handed_over: AtomicBool::new(false),
+        descriptor: Some(fd),
+        kept: AtomicBool::new(false),
     });
     // SAFETY: the data area holds `data_len` zeroed, writable bytes: the compact layout's span.
     let tensor = unsafe {
@@ -312,118 +367,255 @@ fn create(shape: &[i64], dtype: DataType, flags: Flags) -> Result<SharedTensor> 
     Ok(SharedTensor { mapping, tensor })
 }
 
-/// Creates a new, uniquely named shared-memory object.
-fn create_object() -> Result<(libc::c_int, String)> {
-    let nanos = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.subsec_nanos());
-    for _ in 0..16 {
-        let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-        let name = format!("dlbridge-{}-{n}-{nanos:08x}", std::process::id());
-        let cname = object_name(&name)?;
-        // SAFETY: a valid C string; O_EXCL makes the name ours alone.
-        let fd = unsafe {
-            libc::shm_open(
-                cname.as_ptr(),
-                libc::O_CREAT | libc::O_EXCL | libc::O_RDWR,
-                0o600,
-            )
-        };
-        if fd >= 0 {
-            return Ok((fd, name));
-        }
-        if std::io::Error::last_os_error().raw_os_error() != Some(libc::EEXIST) {
-            return Err(os_error("create", &name));
-        }
+/// A random, nonzero token for a new segment.
+fn random_token() -> u64 {
+    let mut bytes = [0u8; 8];
+    // SAFETY: fills at most 8 bytes of an 8-byte buffer.
+    let n = unsafe { libc::getrandom(bytes.as_mut_ptr().cast(), 8, 0) };
+    let random = u64::from_ne_bytes(bytes);
+    if n == 8 && random != 0 {
+        return random;
     }
-    Err(Error::ShmIo {
-        op: "create",
-        name: "dlbridge-*".into(),
-        reason: "no unused name found".into(),
-    })
+    // No entropy source: the clock and a counter still make the token unique in practice.
+    use std::sync::atomic::AtomicU64;
+    static COUNTER: AtomicU64 = AtomicU64::new(1);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64);
+    (nanos ^ (u64::from(std::process::id()) << 32))
+        .wrapping_add(COUNTER.fetch_add(1, Ordering::Relaxed))
+        | 1
+}
+
+/// Creates an anonymous shared-memory file of `len` bytes and seals its size.
+fn create_sealed(len: usize, token: u64) -> Result<OwnedFd> {
+    let label = format!("dlbridge-{token:016x}");
+    let cname = CString::new(label.clone()).expect("no NUL in a formatted name");
+    // SAFETY: a valid C string; the flags ask for a close-on-exec, sealable file.
+    let raw =
+        unsafe { libc::memfd_create(cname.as_ptr(), libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING) };
+    if raw < 0 {
+        return Err(os_error("create", &label));
+    }
+    // SAFETY: a fresh descriptor that nothing else owns.
+    let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+    // A keeper gets the descriptor under the same number, next to its standard streams: keep the
+    // number above them (a host may have closed stdin, freeing 0).
+    let fd = if raw < 3 {
+        // SAFETY: duplicates our descriptor to the lowest free number >= 3, close-on-exec.
+        let dup = unsafe { libc::fcntl(raw, libc::F_DUPFD_CLOEXEC, 3) };
+        if dup < 0 {
+            return Err(os_error("create", &label));
+        }
+        // SAFETY: a fresh descriptor that nothing else owns (`fd`, the original, closes here).
+        unsafe { OwnedFd::from_raw_fd(dup) }
+    } else {
+        fd
+    };
+    // SAFETY: resizing our own fresh file.
+    if unsafe { libc::ftruncate(fd.as_raw_fd(), len as libc::off_t) } != 0 {
+        return Err(os_error("resize", &label));
+    }
+    let seals = libc::F_SEAL_SHRINK | libc::F_SEAL_GROW | libc::F_SEAL_SEAL;
+    // SAFETY: adding seals to our own file; no other process can reach it yet.
+    if unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_ADD_SEALS, seals) } != 0 {
+        return Err(os_error("seal", &label));
+    }
+    Ok(fd)
 }
 
 /// Opens a segment by handle and returns a tensor over it (no copy). The segment's header is
 /// validated like any foreign tensor; bad or truncated segments give [`Error::ShmInvalid`].
 pub fn open(handle: &str, access: Access) -> Result<Tensor> {
-    tensor_over(map_checked(handle)?, access)
+    release_taken_handoffs();
+    let (mapping, header, dims) = map_checked(handle, true)?;
+    tensor_over(mapping, &header, dims, access)
 }
 
 /// Reserves one reference for a future [`open`], as [`SharedTensor::handoff`] does: the segment
-/// then survives until that opener is done, even if every current side lets go first.
+/// then survives until that opener is done, even if every current side lets go first, as long
+/// as the process that made it lives (it keeps the descriptor for the pending opener).
 pub fn reserve(handle: &str) -> Result<()> {
-    let mapping = map_checked(handle)?;
+    release_taken_handoffs();
+    // The hand-over this may take is given straight back below: its keeper stays.
+    let (mapping, _, _) = map_checked(handle, false)?;
     mapping.header().handoffs.fetch_add(1, Ordering::AcqRel);
     mapping.handed_over.store(true, Ordering::Release);
     Ok(())
 }
 
-/// Maps a segment, checks its header and takes a reference.
-fn map_checked(handle: &str) -> Result<Mapping> {
-    let cname = object_name(handle)?;
-    // SAFETY: a valid C string.
-    let fd = unsafe { libc::shm_open(cname.as_ptr(), libc::O_RDWR, 0) };
-    if fd < 0 {
-        return Err(match std::io::Error::last_os_error().raw_os_error() {
-            Some(libc::ENOENT) => Error::ShmNotFound(handle.to_owned()),
-            _ => os_error("open", handle),
-        });
-    }
-    // SAFETY: `st` is plain data filled by fstat on our descriptor.
-    let size = unsafe {
-        let mut st: libc::stat = std::mem::zeroed();
-        let ok = libc::fstat(fd, &mut st) == 0;
-        if ok {
-            Some(st.st_size as usize)
-        } else {
-            None
-        }
-    };
-    let Some(size) = size.filter(|&s| s >= HEADER_LEN) else {
-        // SAFETY: our descriptor.
-        unsafe { libc::close(fd) };
+/// Maps a segment, copies and checks its header and dims, and takes a reference; with
+/// `end_keeper`, taking the last pending hand-over ends the keeper that held it.
+fn map_checked(handle: &str, end_keeper: bool) -> Result<(Mapping, HeaderCopy, Vec<i64>)> {
+    let parsed = Handle::parse(handle)?;
+    // Pins the holder, so that ending a keeper below can never hit a reused process id.
+    let holder = keeper::pidfd(parsed.pid);
+    let (fd, size) = open_descriptor(&parsed, handle)?;
+    if size < HEADER_LEN {
         return Err(invalid(
             handle,
-            format!(
-                "truncated: {} bytes, a header needs {HEADER_LEN}",
-                size.unwrap_or(0)
-            ),
+            format!("truncated: {size} bytes, a header needs {HEADER_LEN}"),
         ));
-    };
-    let mapped = map(fd, size, handle);
-    // SAFETY: our descriptor; a mapping (if any) keeps the object alive.
-    unsafe { libc::close(fd) };
-    let base = mapped?;
+    }
+    // The mapping keeps the memory alive; this process's descriptor closes when `fd` goes.
+    let base = map(fd.as_raw_fd(), size, handle)?;
     // Until a reference is claimed, unmap without touching the counters.
     let unmap = |e: Error| {
         // SAFETY: exactly the mapping made above, not yet owned by anything.
         unsafe { libc::munmap(base as *mut libc::c_void, size) };
         e
     };
-    // SAFETY: the mapping is at least HEADER_LEN bytes and page-aligned.
-    let header = unsafe { &*(base as *const Header) };
-    check_header(header, size, handle).map_err(unmap)?;
-    let handed = claim_reference(header, handle).map_err(unmap)?;
-    if handed
-        && header.refcount.load(Ordering::Acquire) == 1
-        && header.handoffs.load(Ordering::Acquire) == 0
-    {
-        // This opener took over the only reference of a handed-over segment: nobody else may
-        // open it, so its name goes now. The memory stays while mapped and is freed by the
-        // kernel when this side unmaps — even if this process dies without cleaning up.
-        // SAFETY: a valid C string; the object stays alive through our mapping.
-        unsafe { libc::shm_unlink(cname.as_ptr()) };
+    // SAFETY: the mapping is at least HEADER_LEN readable bytes and page-aligned.
+    let copy = unsafe { HeaderCopy::read(base) };
+    if copy.magic == MAGIC && copy.layout_version == LAYOUT_VERSION && copy.token != parsed.token {
+        // The descriptor slot now holds another segment: ours is gone.
+        return Err(unmap(Error::ShmNotFound(handle.to_owned())));
     }
-    Ok(Mapping {
+    check_header(&copy, size, handle).map_err(unmap)?;
+    // SAFETY: check_header proved the dims lie inside the mapping, before `data_offset`.
+    let dims = unsafe { copy.read_dims(base) };
+    // SAFETY: as above; only the atomic counters are used through this reference.
+    let header = unsafe { &*(base as *const Header) };
+    let handed = claim_reference(header, handle).map_err(unmap)?;
+    if end_keeper
+        && handed
+        && header.handoffs.load(Ordering::Acquire) == 0
+        && parsed.pid != std::process::id()
+    {
+        // This opener took the last pending hand-over: its keeper's work is done.
+        keeper::end(parsed.pid, holder.as_ref(), parsed.token);
+    }
+    let mapping = Mapping {
         base,
         len: size,
         name: handle.to_owned(),
         handed_over: AtomicBool::new(false),
-    })
+        descriptor: None,
+        kept: AtomicBool::new(false),
+    };
+    Ok((mapping, copy, dims))
+}
+
+/// Opens the segment a handle names, read-write, and returns its descriptor and size.
+///
+/// The file behind `/proc/<pid>/fd/<fd>` is first named without being opened (`O_PATH`, so a
+/// device or FIFO that took over the descriptor number is never opened), and accepted only if it
+/// is a regular file whose size is sealed: a segment this process maps can never shrink.
+fn open_descriptor(handle: &Handle, text: &str) -> Result<(OwnedFd, usize)> {
+    let not_found = || Error::ShmNotFound(text.to_owned());
+    let path = CString::new(handle.descriptor_path()).expect("no NUL in a formatted path");
+    // SAFETY: a valid C string; O_PATH opens nothing but a reference to the file.
+    let raw = unsafe { libc::open(path.as_ptr(), libc::O_PATH | libc::O_CLOEXEC) };
+    if raw < 0 {
+        return Err(match std::io::Error::last_os_error().raw_os_error() {
+            Some(libc::ENOENT | libc::ESRCH | libc::ENOTDIR) => not_found(),
+            _ => os_error("open", text),
+        });
+    }
+    // SAFETY: a fresh descriptor that nothing else owns.
+    let reference = unsafe { OwnedFd::from_raw_fd(raw) };
+    let regular = fstat(&reference).is_some_and(|st| st.st_mode & libc::S_IFMT == libc::S_IFREG);
+    if !regular {
+        return Err(not_found());
+    }
+    let again = CString::new(format!("/proc/self/fd/{}", reference.as_raw_fd()))
+        .expect("no NUL in a formatted path");
+    // SAFETY: a valid C string naming the regular file referenced above.
+    let raw = unsafe {
+        libc::open(
+            again.as_ptr(),
+            libc::O_RDWR | libc::O_CLOEXEC | libc::O_NOCTTY,
+        )
+    };
+    if raw < 0 {
+        return Err(os_error("open", text));
+    }
+    // SAFETY: a fresh descriptor that nothing else owns.
+    let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+    // SAFETY: F_GET_SEALS reads a property of our descriptor's file.
+    let seals = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_GET_SEALS) };
+    let sealed = libc::F_SEAL_SHRINK | libc::F_SEAL_GROW;
+    if seals < 0 {
+        // Not a sealable memory file: whatever holds that descriptor now is no segment.
+        return Err(not_found());
+    }
+    if seals & sealed != sealed {
+        return Err(invalid(text, "the segment's size is not sealed"));
+    }
+    let size = fstat(&fd).map_or(0, |st| st.st_size.max(0) as usize);
+    Ok((fd, size))
+}
+
+/// `fstat` of a descriptor.
+fn fstat(fd: &OwnedFd) -> Option<libc::stat> {
+    // SAFETY: `st` is plain data that fstat fills for our descriptor.
+    unsafe {
+        let mut st: libc::stat = std::mem::zeroed();
+        (libc::fstat(fd.as_raw_fd(), &mut st) == 0).then_some(st)
+    }
+}
+
+/// A segment's header fields, copied once out of the shared mapping.
+///
+/// Any process that can open a segment can write its header at any time, so opening reads each
+/// field exactly once into this private copy, checks the copy, and builds the tensor from the
+/// copy alone: nothing it has checked can change afterwards.
+struct HeaderCopy {
+    magic: [u8; 8],
+    layout_version: u32,
+    ndim: u32,
+    flags: u64,
+    dtype: DLDataType,
+    device: DLDevice,
+    data_offset: u64,
+    data_len: u64,
+    segment_len: u64,
+    token: u64,
+}
+
+impl HeaderCopy {
+    /// Copies the header at `base` with one volatile read per field.
+    ///
+    /// # Safety
+    /// `base` points at least `HEADER_LEN` mapped, readable bytes aligned for [`Header`].
+    unsafe fn read(base: *const u8) -> HeaderCopy {
+        let h = base as *const Header;
+        // SAFETY: each field lies inside the mapped header (the function's contract); volatile
+        // reads never assume the bytes stay unchanged, and every bit pattern is a valid value.
+        unsafe {
+            HeaderCopy {
+                magic: std::ptr::read_volatile(std::ptr::addr_of!((*h).magic)),
+                layout_version: std::ptr::read_volatile(std::ptr::addr_of!((*h).layout_version)),
+                ndim: std::ptr::read_volatile(std::ptr::addr_of!((*h).ndim)),
+                flags: std::ptr::read_volatile(std::ptr::addr_of!((*h).flags)),
+                dtype: std::ptr::read_volatile(std::ptr::addr_of!((*h).dtype)),
+                device: std::ptr::read_volatile(std::ptr::addr_of!((*h).device)),
+                data_offset: std::ptr::read_volatile(std::ptr::addr_of!((*h).data_offset)),
+                data_len: std::ptr::read_volatile(std::ptr::addr_of!((*h).data_len)),
+                segment_len: std::ptr::read_volatile(std::ptr::addr_of!((*h).segment_len)),
+                token: std::ptr::read_volatile(std::ptr::addr_of!((*h).token)),
+            }
+        }
+    }
+
+    /// Copies the `2 * ndim` dims (shape, then strides) that follow the header at `base`.
+    ///
+    /// # Safety
+    /// [`check_header`] accepted this copy for a mapping at `base`: the dims lie inside it.
+    unsafe fn read_dims(&self, base: *const u8) -> Vec<i64> {
+        // SAFETY: the dims lie inside the mapping (the function's contract), 8-byte aligned
+        // after the header; volatile reads, as for the header.
+        unsafe {
+            let dims = base.add(HEADER_LEN) as *const i64;
+            (0..2 * self.ndim as usize)
+                .map(|i| std::ptr::read_volatile(dims.add(i)))
+                .collect()
+        }
+    }
 }
 
 /// Checks everything in the header except the tensor fields (those go through validation).
-fn check_header(h: &Header, size: usize, handle: &str) -> Result<()> {
+fn check_header(h: &HeaderCopy, size: usize, handle: &str) -> Result<()> {
     if h.magic != MAGIC {
         return Err(invalid(handle, "not a dlbridge segment (bad magic bytes)"));
     }
@@ -487,20 +679,20 @@ fn claim_reference(h: &Header, handle: &str) -> Result<bool> {
     }
 }
 
-/// Builds the tensor over a validated, referenced mapping.
-fn tensor_over(mapping: Mapping, access: Access) -> Result<Tensor> {
-    let h = mapping.header();
+/// Validates the tensor fields of a checked header copy (`dims`: shape then strides) like any
+/// foreign tensor, for data at `base + data_offset`, and keeps the layout inside the data area.
+fn check_layout(
+    h: &HeaderCopy,
+    dims: &mut [i64],
+    base: *mut u8,
+    name: &str,
+) -> Result<crate::validate::Validated> {
     let ndim = h.ndim as usize;
-    let mut flags = Flags::from_bits_retain(h.flags);
+    let flags = Flags::from_bits_retain(h.flags);
     let (offset, len) = (h.data_offset as usize, h.data_len as usize);
-    // Copy the dims out first: another process could change the mapped header after the checks.
-    // SAFETY: the dims lie inside the mapping (checked in check_header).
-    let mut dims =
-        unsafe { std::slice::from_raw_parts(mapping.base.add(HEADER_LEN) as *const i64, 2 * ndim) }
-            .to_vec();
     let (shape, strides) = dims.split_at_mut(ndim);
     let raw = DLTensor {
-        data: mapping.base.wrapping_add(offset) as *mut libc::c_void,
+        data: base.wrapping_add(offset) as *mut libc::c_void,
         device: h.device,
         ndim: ndim as i32,
         dtype: h.dtype,
@@ -521,12 +713,67 @@ fn tensor_over(mapping: Mapping, access: Access) -> Result<Tensor> {
     )?;
     if !span.is_empty() && (span.start < 0 || span.end as usize > len) {
         return Err(invalid(
-            &mapping.name,
+            name,
             format!(
                 "shape {shape:?} with strides {strides:?} reaches outside the {len}-byte data area"
             ),
         ));
     }
+    Ok(v)
+}
+
+/// Checks a segment's bytes exactly as [`open`] checks a mapped segment — header copied once and
+/// checked against `bytes.len()`, dims copied, tensor fields validated, layout kept inside the
+/// data area — without the system calls around it. Returns the shape and the byte range of
+/// `bytes` the tensor would reach. The entry point of the `shm_open` fuzz target.
+#[doc(hidden)]
+pub fn check_segment_bytes(bytes: &[u8]) -> Result<(Vec<i64>, std::ops::Range<usize>)> {
+    let name = "fuzz-input";
+    if bytes.len() < HEADER_LEN {
+        return Err(invalid(name, format!("truncated: {} bytes", bytes.len())));
+    }
+    // An aligned private copy stands for the mapping (mappings are page-aligned).
+    let mut words = vec![0u64; bytes.len().div_ceil(8)];
+    // SAFETY: `words` holds at least `bytes.len()` bytes; the two buffers do not overlap.
+    unsafe {
+        std::ptr::copy_nonoverlapping(bytes.as_ptr(), words.as_mut_ptr().cast(), bytes.len())
+    };
+    let base = words.as_mut_ptr().cast::<u8>();
+    // SAFETY: `base` holds at least HEADER_LEN readable bytes, 8-byte aligned.
+    let copy = unsafe { HeaderCopy::read(base) };
+    check_header(&copy, bytes.len(), name)?;
+    // SAFETY: check_header proved the dims lie inside the buffer, before `data_offset`.
+    let mut dims = unsafe { copy.read_dims(base) };
+    let v = check_layout(&copy, &mut dims, base, name)?;
+    let shape = dims[..copy.ndim as usize].to_vec();
+    let strides = &dims[copy.ndim as usize..];
+    let item = v
+        .dtype
+        .storage_size(Flags::from_bits_retain(copy.flags).contains(Flags::IS_SUBBYTE_TYPE_PADDED))
+        .unwrap_or(1);
+    let span = layout::byte_span(&shape, strides, item, 0)?;
+    let start = copy.data_offset as usize;
+    let reach = if span.is_empty() {
+        start..start
+    } else {
+        start + span.start as usize..start + span.end as usize
+    };
+    Ok((shape, reach))
+}
+
+/// Builds the tensor over a referenced mapping from the checked copy of its header and dims
+/// (never from the mapped header, which other processes may be changing).
+fn tensor_over(
+    mapping: Mapping,
+    h: &HeaderCopy,
+    mut dims: Vec<i64>,
+    access: Access,
+) -> Result<Tensor> {
+    let ndim = h.ndim as usize;
+    let mut flags = Flags::from_bits_retain(h.flags);
+    let offset = h.data_offset as usize;
+    let v = check_layout(h, &mut dims, mapping.base, &mapping.name)?;
+    let (shape, strides) = dims.split_at(ndim);
     if access == Access::ReadOnly {
         flags |= Flags::READ_ONLY;
         let pages = (mapping.len - offset).max(1);

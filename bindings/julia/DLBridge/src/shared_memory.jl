@@ -1,7 +1,7 @@
-# Shared-memory segments, for runtimes that cannot share a process: a tensor lives in a POSIX
-# shared-memory object that any process can map by its handle (a short name). The C library owns
-# the segments: each side's tensors hold one reference, and the side that releases the last one
-# removes the segment, so nothing is left in /dev/shm.
+# Shared-memory segments, for runtimes that cannot share a process: a tensor lives in a size-sealed
+# memory file that any process of the same user can map by its handle (a short string). The C
+# library owns the segments: each side's tensors hold it, and the kernel frees it with its last
+# holder, so nothing is ever left behind.
 
 """
     DLBridge.empty_shared(T, dims...) -> Tuple{String,DLBridge.Tensor}
@@ -37,9 +37,9 @@ strides, and returns the segment's handle for [`DLBridge.from_shared`](@ref) in 
 This is the one copy a cross-process exchange costs ([`DLBridge.empty_shared`](@ref) costs
 none); the segment's tensor is flagged as copied ([`DLBridge.iscopied`](@ref)).
 
-This side keeps no reference: the segment is handed over to the next opener and removed when
-that opener lets go, even if this process has exited by then. A handle that is never opened
-leaves its segment behind (in /dev/shm on Linux) until the machine restarts.
+This side keeps no reference: a keeper process holds the segment for the next opener, even if
+this process has exited by then, and the opener's tensor holds it afterwards. A handle that is
+never opened is freed after `DLBRIDGE_SHM_HANDOFF_SECONDS` (default 600).
 
 Any array [`DLBridge.share`](@ref) accepts is shared first (so a Julia array `A` arrives as the
 row-major tensor of shape `reverse(size(A))`: `from_shared` and `wrap` give back `A`'s values

@@ -1,16 +1,25 @@
 # Shared-memory segments: values of every eltype, writes seen through other mappings (in this
 # process and in a second Julia process), C-order copies of strided arrays, read-only mappings,
-# errors naming the handle, and no segment left behind. Segments are made inside @noinline
+# errors naming the handle, and no segment held once every side let go. Segments are made inside @noinline
 # functions, so that nothing in a test's frame keeps them mapped.
 
 # The handles of every segment these tests make (or have a second process make).
 const SHM_HANDLES = String[]
 @noinline remember(handle::String) = (push!(SHM_HANDLES, handle); handle)
 
-# Whether the segment `handle` exists (POSIX shared memory lives in /dev/shm on Linux).
-const SHM_DIR = "/dev/shm"
-segment_exists(handle) = isfile(joinpath(SHM_DIR, handle))
-const CAN_SEE_SEGMENTS = Sys.islinux() && isdir(SHM_DIR)
+# Whether a live process still holds the segment `handle` ("dlbridge-PID-FD-TOKEN") names, so
+# that the handle opens: the descriptor it names is that segment's memory file.
+function segment_exists(handle)
+    parts = split(handle, '-')
+    length(parts) == 4 || return false
+    target = try
+        readlink("/proc/$(parts[2])/fd/$(parts[3])")
+    catch
+        return false
+    end
+    return startswith(target, "/memfd:dlbridge-$(parts[4])")
+end
+const CAN_SEE_SEGMENTS = Sys.islinux()
 
 # A second Julia process with this one's executable, flags, load path and environment
 # (DLBRIDGE_LIB, JULIA_DEPOT_PATH), running `code` with `args` as ARGS.
@@ -162,13 +171,19 @@ end
 
 # A fake segment file of `bytes` (no dlbridge header), removed after `f(handle)`.
 function with_fake_segment(f, bytes::Vector{UInt8})
-    handle = "dlbridge-test-fake-$(getpid())"
-    path = joinpath(SHM_DIR, handle)
-    write(path, bytes)
+    # A sealed memory file like a segment's (MFD_CLOEXEC | MFD_ALLOW_SEALING; F_ADD_SEALS with
+    # F_SEAL_SHRINK | F_SEAL_GROW), named by a handle carrying the token its bytes hold.
+    fd = ccall(:memfd_create, Cint, (Cstring, Cuint), "dlbridge-fake", 0x0003)
+    fd >= 0 || error("memfd_create failed")
     try
-        return f(handle)
+        written = GC.@preserve bytes ccall(:write, Cssize_t, (Cint, Ptr{UInt8}, Csize_t), fd,
+                                           pointer(bytes), length(bytes))
+        written == length(bytes) || error("write failed")
+        ccall(:fcntl, Cint, (Cint, Cint, Cint...), fd, 1033, 6) == 0 || error("sealing failed")
+        token = length(bytes) >= 80 ? reinterpret(UInt64, bytes[73:80])[1] : UInt64(0)
+        return f("dlbridge-$(getpid())-$fd-$(string(token; base = 16, pad = 16))")
     finally
-        rm(path; force = true)
+        ccall(:close, Cint, (Cint,), fd)
     end
 end
 
@@ -176,7 +191,8 @@ end
 @noinline function corrupted_dtype_error()
     handle, t = DLBridge.empty_shared(Float32, 4)
     remember(handle)
-    open(joinpath(SHM_DIR, handle), "r+") do io
+    parts = split(handle, '-')
+    open("/proc/$(parts[2])/fd/$(parts[3])", "r+") do io
         seek(io, 32)
         write(io, 0x2a)
     end
@@ -191,9 +207,10 @@ end
     full_gc()
     @test throws_naming(() -> DLBridge.from_shared(handle), ArgumentError, handle,
                         "DLB_ERR_SHM_NOT_FOUND")
-    @test throws_naming(() -> DLBridge.from_shared("dlbridge-never-made"), ArgumentError,
-                        "dlbridge-never-made", "DLB_ERR_SHM_NOT_FOUND")
-    for bad in ("", "a/b", "../etc/passwd", "x"^300)
+    gone = "dlbridge-$(getpid())-999999-00000000000000aa"
+    @test throws_naming(() -> DLBridge.from_shared(gone), ArgumentError, gone,
+                        "DLB_ERR_SHM_NOT_FOUND")
+    for bad in ("", ".", "..", "a/b", "../etc/passwd", "x"^300, "dlbridge-never-made")
         @test throws_naming(() -> DLBridge.from_shared(bad), ArgumentError, repr(bad),
                             "DLB_ERR_UNKNOWN_NAME")
     end
@@ -246,7 +263,5 @@ end
     @test !isempty(SHM_HANDLES)
     if CAN_SEE_SEGMENTS
         @test filter(segment_exists, SHM_HANDLES) == String[]
-        prefix = "dlbridge-$(getpid())-"
-        @test filter(name -> startswith(name, prefix), readdir(SHM_DIR)) == String[]
     end
 end

@@ -18,6 +18,7 @@ from ._dlbridge import (
     empty_shared,
     from_dlpack,
     from_shared,
+    shm_sweep,
     to_shared,
 )
 
@@ -30,5 +31,6 @@ __all__ = [
     "empty_shared",
     "from_dlpack",
     "from_shared",
+    "shm_sweep",
     "to_shared",
 ]

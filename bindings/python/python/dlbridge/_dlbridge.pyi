@@ -102,9 +102,14 @@ def empty_shared(shape: int | Sequence[int], dtype: str | None = "float32") -> t
 def to_shared(x: _SupportsDLPack | CapsuleType) -> str:
     """Import ``x`` like ``from_dlpack``, copy it once (C order) into a new shared-memory segment
     and return its handle. This process keeps no reference: the segment passes to the next
-    ``from_shared(handle)``, so the caller may send the handle and exit."""
+    ``from_shared(handle)``, so the caller may send the handle and exit (a keeper process holds
+    it for at most ``DLBRIDGE_SHM_HANDOFF_SECONDS``, default 600)."""
 
 def from_shared(handle: str, *, writable: bool = False) -> Tensor:
     """Map a shared-memory segment without copying. ``writable=False`` gives a read-only tensor
     over read-only pages. FileNotFoundError for a handle with no segment, ValueError for a
     malformed handle or an invalid segment."""
+
+def shm_sweep() -> int:
+    """Remove the named segments earlier dlbridge versions left in /dev/shm that no live process
+    holds; return how many. Current segments are freed by the kernel with their last holder."""

@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static int passed, failed;
 
@@ -967,12 +968,16 @@ static void test_release_queue(void) {
 
 /* ---- shared memory ------------------------------------------------------------------------ */
 
-static bool shm_exists(const char *handle) {
-    char path[DLB_SHM_HANDLE_CAPACITY + 16];
-    snprintf(path, sizeof path, "/dev/shm/%s", handle);
-    FILE *f = fopen(path, "rb");
-    if (f) fclose(f);
-    return f != NULL;
+/* Whether the process a handle names ("dlbridge-PID-FD-TOKEN") still holds that descriptor. */
+static bool shm_held(const char *handle) {
+    unsigned pid = 0;
+    int fd = -1;
+    char token[17] = {0}, path[64], target[256] = {0}, expected[64];
+    if (sscanf(handle, "dlbridge-%u-%d-%16s", &pid, &fd, token) != 3) return false;
+    snprintf(path, sizeof path, "/proc/%u/fd/%d", pid, fd);
+    if (readlink(path, target, sizeof target - 1) < 0) return false;
+    snprintf(expected, sizeof expected, "/memfd:dlbridge-%s", token);
+    return strncmp(target, expected, strlen(expected)) == 0;
 }
 
 static void test_shared_memory(void) {
@@ -994,11 +999,12 @@ static void test_shared_memory(void) {
     CHECK_OK(dlb_shm_open(handle, 0, &readonly));
     CHECK_OK(dlb_tensor_info(readonly, &r));
     CHECK((r.flags & DLB_FLAG_READ_ONLY) != 0 && ((int32_t *)r.data)[0] == -7);
+    CHECK(shm_held(handle));
     dlb_tensor_free(made);
     dlb_tensor_free(opened);
-    CHECK(shm_exists(handle));
+    CHECK(!shm_held(handle)); /* the creator's tensors are gone: so is its descriptor */
+    CHECK(((int32_t *)r.data)[0] == -7); /* the reader's mapping keeps the memory */
     dlb_tensor_free(readonly);
-    CHECK(!shm_exists(handle));
     CHECK_FAILS(dlb_shm_open(handle, 0, &opened), DLB_ERR_SHM_NOT_FOUND);
     CHECK(opened == NULL);
 
@@ -1010,7 +1016,7 @@ static void test_shared_memory(void) {
     int64_t vshape[2] = {4, 3}, vstrides[2] = {1, 4};
     CHECK_OK(dlb_tensor_from_memory(s.data, 2, vshape, vstrides, s.dtype, CPU, 0, NULL, NULL, &view));
     CHECK_OK(dlb_shm_export(view, handle, sizeof handle, NULL));
-    CHECK(shm_exists(handle));
+    CHECK(shm_held(handle));
     dlb_tensor *back = NULL;
     CHECK_OK(dlb_shm_open(handle, 0, &back));
     dlb_tensor_desc b;
@@ -1021,16 +1027,18 @@ static void test_shared_memory(void) {
         for (int j = 0; j < 3; j++) same = same && ((double *)b.data)[i * 3 + j] == (double)(i + 4 * j);
     CHECK(same);
     dlb_tensor_free(back);
-    CHECK(!shm_exists(handle));
+    CHECK_FAILS(dlb_shm_open(handle, 0, &back), DLB_ERR_SHM_NOT_FOUND);
+    CHECK(!shm_held(handle));
 
     /* reserve keeps a segment for a later opener */
     CHECK_OK(dlb_shm_empty(0, NULL, dtype(kDLUInt, 8, 1), handle, sizeof handle, &made));
     CHECK_OK(dlb_shm_reserve(handle));
     dlb_tensor_free(made);
-    CHECK(shm_exists(handle));
+    CHECK(shm_held(handle));
     CHECK_OK(dlb_shm_open(handle, 1, &opened));
     dlb_tensor_free(opened);
-    CHECK(!shm_exists(handle));
+    CHECK_FAILS(dlb_shm_open(handle, 1, &opened), DLB_ERR_SHM_NOT_FOUND);
+    CHECK(!shm_held(handle));
 
     /* bad handles and buffers */
     char tiny[4];
@@ -1038,12 +1046,16 @@ static void test_shared_memory(void) {
     CHECK(made == NULL);
     CHECK_FAILS(dlb_shm_open("../../etc/passwd", 0, &opened), DLB_ERR_UNKNOWN_NAME);
     CHECK_FAILS(dlb_shm_open(NULL, 0, &opened), DLB_ERR_NULL_ARGUMENT);
-    CHECK_FAILS(dlb_shm_reserve("dlbridge-no-such-segment"), DLB_ERR_SHM_NOT_FOUND);
-    FILE *junk = fopen("/dev/shm/dlbridge-capi-test-junk", "wb");
-    fputs("not a tensor", junk);
-    fclose(junk);
-    CHECK_FAILS(dlb_shm_open("dlbridge-capi-test-junk", 0, &opened), DLB_ERR_SHM_INVALID);
-    remove("/dev/shm/dlbridge-capi-test-junk");
+    CHECK_FAILS(dlb_shm_open(".", 0, &opened), DLB_ERR_UNKNOWN_NAME);
+    CHECK_FAILS(dlb_shm_open("..", 0, &opened), DLB_ERR_UNKNOWN_NAME);
+    CHECK_FAILS(dlb_shm_reserve("dlbridge-no-such-segment"), DLB_ERR_UNKNOWN_NAME);
+    CHECK_FAILS(dlb_shm_reserve("dlbridge-999999999-3-00000000000000aa"), DLB_ERR_SHM_NOT_FOUND);
+    /* a plain file behind the descriptor a handle names is no segment */
+    FILE *plain = fopen("/proc/self/stat", "rb");
+    char plain_handle[64];
+    snprintf(plain_handle, sizeof plain_handle, "dlbridge-%d-%d-00000000000000aa", (int)getpid(), fileno(plain));
+    CHECK_FAILS(dlb_shm_open(plain_handle, 0, &opened), DLB_ERR_SHM_NOT_FOUND);
+    fclose(plain);
     dlb_tensor_free(view);
     dlb_tensor_free(src);
 }

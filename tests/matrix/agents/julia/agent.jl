@@ -303,7 +303,7 @@ function run_produce(::Type{T}, layout::String) where {T}
         (isempty(handle) || occursin(' ', handle) || occursin('\n', handle)) &&
             fail("to_shared returned an unusable handle $(repr(handle))")
     catch
-        discard_segment(handle)  # nobody will open it: remove it from /dev/shm
+        discard_segment(handle)  # nobody will open it: release it now
         rethrow()
     end
     return "ok $handle"

@@ -587,7 +587,7 @@ def do_produce(dtype: str, layout: str) -> str:
             gc.collect()
             raise Fail(f"producer memory released {released.count} times after the hand-over, expected 1")
     except BaseException:
-        # Nobody will consume this handle: take the segment back so /dev/shm is left clean.
+        # Nobody will consume this handle: take the segment back so nothing holds it.
         try:
             dlbridge.from_shared(handle)
         except Exception:  # noqa: BLE001
