@@ -10,10 +10,15 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 checkers=$(ensure_venv python-typecheck "$REPO_ROOT/requirements/python-typecheck.txt")
 python_venv=$(ensure_venv python-test "$REPO_ROOT/requirements/python-test.txt")
-package=$REPO_ROOT/bindings/python/python
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
+# The package as users install it: the dlbridge wheel's files plus the dlbridge-julia wheel's
+# `julia` subpackage (bindings/julia/python), both with their stubs.
+package=$work/package
+mkdir -p "$package"
+cp -r "$REPO_ROOT/bindings/python/python/dlbridge" "$package/"
+cp -r "$REPO_ROOT/bindings/julia/python/python/dlbridge/julia" "$package/dlbridge/"
 REPO_ROOT=$REPO_ROOT python3 "$REPO_ROOT/scripts/docs_blocks.py" --lang python \
   --extract "$work/docs" >/dev/null
 cp -r "$REPO_ROOT/examples/python" "$work/examples"
