@@ -24,6 +24,10 @@ test:
     @scripts/test-matrix.sh
     @scripts/demo.sh
 
+# Fuzz the importer (nightly cargo-fuzz): FUZZ_RUNS per target (10M), FUZZ_SECONDS cap; not in CI.
+fuzz *targets:
+    @scripts/fuzz.sh {{targets}}
+
 # Formatting, clippy and rustdoc with warnings as errors.
 lint:
     cargo fmt --all -- --check
