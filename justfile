@@ -43,6 +43,10 @@ matrix-docs:
 shm-sweep:
     @cargo run -q -p dlbridge --example shm_sweep
 
+# Fuzz the importer (nightly cargo-fuzz): FUZZ_RUNS per target (10M), FUZZ_SECONDS cap; not in CI.
+fuzz *targets:
+    @scripts/fuzz.sh {{targets}}
+
 # Formatting, clippy and rustdoc with warnings as errors.
 lint:
     cargo fmt --all -- --check

@@ -156,7 +156,11 @@ export interface Device {
   id: number;
 }
 
-/** Options of {@link fromTypedArray}. */
+/**
+ * Options of {@link fromTypedArray}. Every options object below is checked: an own key the
+ * function does not take throws a `TypeError` (`ERR_DLBRIDGE_UNKNOWN_OPTION`) naming it and the
+ * option meant (`readOnly` → "did you mean "readonly"?").
+ */
 export interface FromTypedArrayOptions {
   /** Dimension sizes; default `[array.length]` (in tensor elements). */
   shape?: readonly number[];
@@ -306,7 +310,8 @@ export interface TensorJSON<D extends string = string> {
  * A tensor over a typed array's own memory: no copy, same address (byteOffset honoured). The
  * ArrayBuffer stays alive while any holder of the tensor lives, and is marked untransferable.
  *
- * @throws {TypeError} not a typed array, detached, resizable, or a dtype the array cannot hold
+ * @throws {TypeError} not a typed array, detached, resizable, a dtype the array cannot hold, or
+ *   an unknown option
  * @throws {RangeError} shape, strides or offset reaching outside the typed array
  */
 export declare function fromTypedArray<A extends SupportedTypedArray>(

@@ -101,7 +101,8 @@ Object.defineProperty(native.Tensor.prototype, 'toJSON', { value: tensorToJSON }
  * @param {string} [options.dtype] reinterpret the elements: "float16"/"bfloat16" for a
  *   Uint16Array, "bool" or "float8_*" for a Uint8Array, "complex64" for a Float32Array, …
  * @returns {Tensor}
- * @throws {TypeError} not a typed array, detached, resizable, or a dtype that array cannot hold
+ * @throws {TypeError} not a typed array, detached, resizable, a dtype that array cannot hold, or
+ *   an unknown option key (`ERR_DLBRIDGE_UNKNOWN_OPTION`, naming the option meant)
  * @throws {RangeError} shape, strides or offset reaching outside the typed array
  */
 function fromTypedArray(array, options) {

@@ -1,5 +1,5 @@
 """The DLPack C exchange API: a type publishes `__dlpack_c_exchange_api__` (a capsule named
-"dlpack_exchange_api", or the older `__c_dlpack_exchange_api__` integer), a table whose
+"dlpack_exchange_api"; integers under the older `__c_dlpack_exchange_api__` are refused), a table whose
 `managed_tensor_from_py_object_no_sync` exports an object as a DLPack 1.x managed tensor in one
 C call, with no capsule and no `__dlpack__` call (torch publishes one). The table is looked up
 once per type."""
@@ -66,25 +66,37 @@ struct ExchangeApiCache(Movable):
 
 
 def _probe(type_obj: PythonObject) raises -> Int:
-    # The address of the table's managed_tensor_from_py_object_no_sync, or 0.
+    # The address of the table's managed_tensor_from_py_object_no_sync, or 0. Only what producers
+    # publish is used: a capsule named "dlpack_exchange_api" (only C code can make one) holding a
+    # table of major version 1 whose required entries are non-NULL. An integer is never taken as
+    # an address: any Python code can forge one.
     var builtins = Python.import_module("builtins")
+    var ctypes = Python.import_module("ctypes")
+    var is_valid = ctypes.pythonapi.PyCapsule_IsValid
+    is_valid.restype = ctypes.c_int
+    is_valid.argtypes = Python.list(ctypes.py_object, ctypes.c_char_p)
+    var get_pointer = ctypes.pythonapi.PyCapsule_GetPointer
+    get_pointer.restype = ctypes.c_void_p
+    get_pointer.argtypes = Python.list(ctypes.py_object, ctypes.c_char_p)
+    var capsule_name = PythonObject("dlpack_exchange_api").encode()
     for name in ["__dlpack_c_exchange_api__", "__c_dlpack_exchange_api__"]:
         if not builtins.hasattr(type_obj, name):
             continue
         var value = builtins.getattr(type_obj, name)
-        var table = 0
-        if builtins.isinstance(value, builtins.int):
-            table = Int(py=value)
-        elif String(builtins.type(value).__name__) == "PyCapsule":
-            var ctypes = Python.import_module("ctypes")
-            var get_pointer = ctypes.pythonapi.PyCapsule_GetPointer
-            get_pointer.restype = ctypes.c_void_p
-            get_pointer.argtypes = Python.list(ctypes.py_object, ctypes.c_char_p)
-            table = Int(py=get_pointer(value, PythonObject("dlpack_exchange_api").encode()))
-        if table == 0:
+        # IsValid checks the exact capsule type, the name and a non-NULL pointer, never raising.
+        if Int(py=is_valid(value, capsule_name)) != 1:
             continue
+        var table = Int(py=get_pointer(value, capsule_name))
         var slots = Pointer[Int, ImmUntrackedOrigin](unsafe_from_address=table)
-        var major = UInt32(slots[] & 0xFFFF_FFFF)
-        if major == 1:
+        if UInt32(slots[] & 0xFFFF_FFFF) != 1:
+            continue
+        # managed_tensor_allocator, managed_tensor_from_py_object_no_sync,
+        # managed_tensor_to_py_object_no_sync and current_work_stream must not be NULL.
+        if (
+            slots[unsafe_offset=2] != 0
+            and slots[unsafe_offset=_FROM_PY_OBJECT_SLOT] != 0
+            and slots[unsafe_offset=4] != 0
+            and slots[unsafe_offset=6] != 0
+        ):
             return slots[unsafe_offset=_FROM_PY_OBJECT_SLOT]
     return 0

@@ -172,6 +172,36 @@ class Returns:
         return self.value
 
 
+class ExchangeTable(ctypes.Structure):
+    """A DLPackExchangeAPI: version, prev_api and five entry points (here all NULL)."""
+
+    _fields_ = [("major", ctypes.c_uint32), ("minor", ctypes.c_uint32)] + [
+        (f"slot{i}", ctypes.c_void_p) for i in range(6)
+    ]
+
+
+_TABLES = []  # tables must outlive their capsules
+
+
+def table_capsule(major, name="dlpack_exchange_api"):
+    """A capsule around a table of `major` version whose entry points are NULL."""
+    table = ExchangeTable(major, 3)
+    _TABLES.append(table)
+    return make_capsule(name, ctypes.addressof(table))
+
+
+def invalid_publishers(array):
+    """Producers serving `array` through __dlpack__ (recording calls) whose types publish
+    something that is not a usable exchange API table, under either attribute name."""
+    values = [1, 2**70, "dlpack_exchange_api", make_capsule("something_else"),
+              table_capsule(2), table_capsule(1)]
+    return [
+        type("Publishing", (Recorder,), {name: value})(array)
+        for value in values
+        for name in ("__dlpack_c_exchange_api__", "__c_dlpack_exchange_api__")
+    ]
+
+
 class Tracked:
     """Forwards to numpy; `alive()` says whether the last Tracked made still exists."""
 

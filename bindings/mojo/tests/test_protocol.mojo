@@ -5,7 +5,7 @@ from std.python import Python, PythonObject
 from std.testing import TestSuite, assert_equal, assert_false, assert_raises, assert_true
 
 from dlbridge import Device, StridedTensor, contiguous_copy, from_dlpack
-from helpers import producers
+from helpers import assert_elements, producers
 
 
 def _np() raises -> PythonObject:
@@ -37,6 +37,19 @@ def test_producer_type_error_is_not_retried() raises:
 def test_object_without_dunder_dlpack_is_rejected() raises:
     with assert_raises(contains="__dlpack__"):
         _ = from_dlpack[DType.float64](Python.list(1, 2))
+
+
+def test_invalid_exchange_api_falls_back_to_dunder_dlpack() raises:
+    # Integers (which pure Python can forge), wrong capsules, tables of another major version or
+    # with NULL entries are never called through: __dlpack__ decides.
+    var fakes = producers()
+    var a = _np().arange(4.0)
+    var publishers = fakes.invalid_publishers(a)
+    for i in range(Int(py=publishers.__len__())):
+        var x = publishers[i]
+        var view = from_dlpack[DType.float64](x)
+        assert_elements(view, [0.0, 1.0, 2.0, 3.0])
+        assert_equal(Int(py=x.calls.__len__()), 1, String(t"publisher {i}"))
 
 
 def test_non_capsule_result_is_rejected() raises:

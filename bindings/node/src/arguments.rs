@@ -97,14 +97,18 @@ pub(crate) fn dtype_name(value: Option<Handle<'_>>, what: &str) -> Outcome<Optio
 pub(crate) struct Options<'env> {
     object: Option<Handle<'env>>,
     function: &'static str,
+    known: &'static [&'static str],
 }
 
 impl<'env> Options<'env> {
-    /// Reads the options argument of `function`.
+    /// Reads the options argument of `function`, whose options are `known`: any other own key
+    /// (a misspelt `readOnly`, `stride`, `offest`) is a `TypeError` naming it and, when one is
+    /// close, the option meant. Objects without keys cost one Node-API call.
     pub(crate) fn new(
         scope: Scope<'env>,
         value: Option<&Unknown<'env>>,
         function: &'static str,
+        known: &'static [&'static str],
     ) -> Outcome<Self> {
         let object = value.map(|v| scope.adopt(v)).filter(|v| !v.is_nullish());
         if let Some(object) = object {
@@ -117,12 +121,27 @@ impl<'env> Options<'env> {
                     ),
                 ));
             }
+            for key in object.own_keys()? {
+                let key = key.string_value().unwrap_or_default();
+                if !known.contains(&key.as_str()) {
+                    return Err(unknown_option(function, &key, known));
+                }
+            }
         }
-        Ok(Options { object, function })
+        Ok(Options {
+            object,
+            function,
+            known,
+        })
     }
 
     /// The option's value, `None` when absent or undefined.
     fn get(&self, name: &CStr) -> Outcome<Option<Handle<'env>>> {
+        debug_assert!(
+            self.known.iter().any(|k| k.as_bytes() == name.to_bytes()),
+            "{}: option {name:?} read but not declared",
+            self.function
+        );
         match self.object {
             None => Ok(None),
             Some(object) => Ok(Some(object.get_named(name)?).filter(|v| !v.is_nullish())),
@@ -167,5 +186,54 @@ impl<'env> Options<'env> {
     /// A dtype-name option.
     pub(crate) fn dtype(&self, name: &CStr) -> Outcome<Option<String>> {
         dtype_name(self.get(name)?, &self.label(name))
+    }
+}
+
+/// The `TypeError` for an option `function` does not have, suggesting the closest known one.
+fn unknown_option(function: &str, key: &str, known: &[&str]) -> Failure {
+    let suggestion = known
+        .iter()
+        .map(|k| (edit_distance(&key.to_lowercase(), &k.to_lowercase()), k))
+        .filter(|&(d, _)| d <= 2)
+        .min()
+        .map(|(_, k)| format!(" (did you mean \"{k}\"?)"))
+        .unwrap_or_default();
+    let options = match known {
+        [] => "it takes no options".to_owned(),
+        _ => format!("its options are {}", known.join(", ")),
+    };
+    Failure::type_error(
+        "ERR_DLBRIDGE_UNKNOWN_OPTION",
+        format!("{function}: unknown option {key:?}{suggestion}; {options}"),
+    )
+}
+
+/// Levenshtein distance between two short strings (by characters).
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut diagonal = row[0];
+        row[0] = i + 1;
+        for (j, &cb) in b.iter().enumerate() {
+            let substitution = diagonal + usize::from(ca != cb);
+            diagonal = row[j + 1];
+            row[j + 1] = substitution.min(row[j] + 1).min(diagonal + 1);
+        }
+    }
+    row[b.len()]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::edit_distance;
+
+    #[test]
+    fn edit_distance_counts_single_character_edits() {
+        assert_eq!(edit_distance("readonly", "readonly"), 0);
+        assert_eq!(edit_distance("stride", "strides"), 1);
+        assert_eq!(edit_distance("offest", "offset"), 2);
+        assert_eq!(edit_distance("lgacy", "legacy"), 1);
+        assert_eq!(edit_distance("", "copy"), 4);
     }
 }

@@ -127,9 +127,14 @@ pub fn from_typed_array(
     options: Option<Unknown<'_>>,
 ) -> napi::Result<Tensor> {
     let scope = Scope::new(env);
-    Options::new(scope, options.as_ref(), "fromTypedArray")
-        .and_then(|options| tensor_over_typed_array(scope, scope.adopt(&array), &options))
-        .or_throw(env)
+    Options::new(
+        scope,
+        options.as_ref(),
+        "fromTypedArray",
+        &["shape", "strides", "offset", "readonly", "dtype"],
+    )
+    .and_then(|options| tensor_over_typed_array(scope, scope.adopt(&array), &options))
+    .or_throw(env)
 }
 
 /// The dtype argument of `empty`/`arange` (default float32).

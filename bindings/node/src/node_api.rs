@@ -540,6 +540,27 @@ impl<'env> Handle<'env> {
         String::from_utf8(bytes).ok()
     }
 
+    /// The object's own enumerable string keys, as `Object.keys` lists them (a Proxy's traps run
+    /// and may throw).
+    pub(crate) fn own_keys(self) -> Outcome<Vec<Handle<'env>>> {
+        let mut out = ptr::null_mut();
+        // SAFETY: live env and value (an object; other values fail with a status).
+        let status = unsafe {
+            sys::napi_get_all_property_names(
+                self.env,
+                self.value,
+                sys::KeyCollectionMode::own_only,
+                sys::KeyFilter::enumerable | sys::KeyFilter::skip_symbols,
+                sys::KeyConversion::numbers_to_strings,
+                &mut out,
+            )
+        };
+        check(status, "napi_get_all_property_names")?;
+        Ok(Handle { value: out, ..self }
+            .array_elements()?
+            .unwrap_or_default())
+    }
+
     /// The elements of an array, or `None` for non-arrays.
     pub(crate) fn array_elements(self) -> Outcome<Option<Vec<Handle<'env>>>> {
         if !self.is_array() {

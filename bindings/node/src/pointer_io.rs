@@ -207,7 +207,12 @@ pub fn import_pointer(
     let scope = Scope::new(env);
     let imported = || -> Outcome<Tensor> {
         let address = address(scope.adopt(&address_value), "importPointer: address")?;
-        let options = Options::new(scope, options.as_ref(), "importPointer")?;
+        let options = Options::new(
+            scope,
+            options.as_ref(),
+            "importPointer",
+            &["legacy", "readonly"],
+        )?;
         let legacy = options.bool(c"legacy")?.unwrap_or(false);
         let flags = match options.bool(c"readonly")?.unwrap_or(false) {
             true => Flags::READ_ONLY,
@@ -232,7 +237,7 @@ pub fn release_pointer(
     let scope = Scope::new(env);
     let released = || -> Outcome<()> {
         let address = address(scope.adopt(&address_value), "releasePointer: address")?;
-        let options = Options::new(scope, options.as_ref(), "releasePointer")?;
+        let options = Options::new(scope, options.as_ref(), "releasePointer", &["legacy"])?;
         let legacy = options.bool(c"legacy")?.unwrap_or(false);
         // SAFETY: the documented contract: a live managed tensor whose ownership we take. The
         // import runs the deleter on drop, and also when validation fails (so that is ignored).

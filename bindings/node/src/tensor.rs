@@ -227,13 +227,18 @@ impl Tensor {
         options: Option<Unknown<'env>>,
     ) -> napi::Result<Unknown<'env>> {
         let scope = Scope::new(env);
-        Options::new(scope, options.as_ref(), "toTypedArray")
-            .and_then(|options| {
-                let this = scope.adopt(&*this);
-                self.typed_array(scope, this, options)
-            })
-            .map(Handle::into_unknown)
-            .or_throw(env)
+        Options::new(
+            scope,
+            options.as_ref(),
+            "toTypedArray",
+            &["copy", "unsafeIgnoreReadOnly"],
+        )
+        .and_then(|options| {
+            let this = scope.adopt(&*this);
+            self.typed_array(scope, this, options)
+        })
+        .map(Handle::into_unknown)
+        .or_throw(env)
     }
 
     /// Exports the tensor as a DLPack managed-tensor pointer (BigInt) for another native
@@ -241,11 +246,16 @@ impl Tensor {
     #[napi]
     pub fn export_pointer(&self, env: &Env, options: Option<Unknown<'_>>) -> napi::Result<BigInt> {
         let scope = Scope::new(env);
-        Options::new(scope, options.as_ref(), "exportPointer")
-            .and_then(|options| {
-                pointer_io::export(scope, &self.shared, &options, pointer_io::Remember::Yes)
-            })
-            .map(BigInt::from)
-            .or_throw(env)
+        Options::new(
+            scope,
+            options.as_ref(),
+            "exportPointer",
+            &["legacy", "unsafeIgnoreReadOnly"],
+        )
+        .and_then(|options| {
+            pointer_io::export(scope, &self.shared, &options, pointer_io::Remember::Yes)
+        })
+        .map(BigInt::from)
+        .or_throw(env)
     }
 }

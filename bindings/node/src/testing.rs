@@ -96,8 +96,13 @@ pub fn export_anonymous(
     options: Option<Unknown<'_>>,
 ) -> napi::Result<BigInt> {
     let scope = Scope::new(env);
-    Options::new(scope, options.as_ref(), "exportAnonymous")
-        .and_then(|options| pointer_io::export(scope, tensor.shared(), &options, Remember::No))
-        .map(BigInt::from)
-        .or_throw(env)
+    Options::new(
+        scope,
+        options.as_ref(),
+        "exportAnonymous",
+        &["legacy", "unsafeIgnoreReadOnly"],
+    )
+    .and_then(|options| pointer_io::export(scope, tensor.shared(), &options, Remember::No))
+    .map(BigInt::from)
+    .or_throw(env)
 }

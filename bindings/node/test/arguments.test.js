@@ -34,6 +34,36 @@ test('options are objects, and their values have the documented types', () => {
   assert.deepEqual(fromTypedArray(array, { shape: [2n, 2n] }).shape, [2, 2]);
 });
 
+test('unknown option keys are a TypeError naming the key and the option meant', () => {
+  const array = new Float32Array(4);
+  const tensor = fromTypedArray(array);
+  for (const [call, pattern] of [
+    // The camelCase typo used to give a writable tensor silently.
+    [() => fromTypedArray(array, { readOnly: true }), /fromTypedArray: unknown option "readOnly" \(did you mean "readonly"\?\)/],
+    [() => fromTypedArray(array, { stride: [1] }), /unknown option "stride" \(did you mean "strides"\?\)/],
+    [() => fromTypedArray(array, { shapes: [4] }), /unknown option "shapes" \(did you mean "shape"\?\)/],
+    [() => fromTypedArray(array, { dType: 'float32' }), /unknown option "dType" \(did you mean "dtype"\?\)/],
+    [() => fromTypedArray(array, { offest: 0 }), /unknown option "offest" \(did you mean "offset"\?\)/],
+    [() => fromTypedArray(array, { colour: 'red' }), /unknown option "colour"; its options are shape, strides, offset, readonly, dtype$/],
+    [() => tensor.exportPointer({ lgacy: true }), /exportPointer: unknown option "lgacy" \(did you mean "legacy"\?\)/],
+    [() => tensor.toTypedArray({ cpy: true }), /toTypedArray: unknown option "cpy" \(did you mean "copy"\?\)/],
+    [() => dlbridge.importPointer(0n, { readOnly: true }), /importPointer: unknown option "readOnly" \(did you mean "readonly"\?\)/],
+    [() => dlbridge.releasePointer(0n, { legacyy: true }), /releasePointer: unknown option "legacyy" \(did you mean "legacy"\?\)/],
+    [() => dlbridge.fromShared('x', { writeable: true }), /fromShared: unknown option "writeable" \(did you mean "writable"\?\)/],
+  ]) {
+    assertThrowsCode(call, TypeError, 'ERR_DLBRIDGE_UNKNOWN_OPTION', pattern);
+  }
+  // Only own enumerable string keys count: inherited, non-enumerable and symbol keys are ignored.
+  const inherited = Object.create({ readOnly: true });
+  assert.equal(fromTypedArray(array, inherited).readonly, false);
+  const hidden = Object.defineProperty({}, 'readOnly', { value: true, enumerable: false });
+  assert.equal(fromTypedArray(array, hidden).readonly, false);
+  assert.equal(fromTypedArray(array, { [Symbol('readOnly')]: true, readonly: true }).readonly, true);
+  // A Proxy whose ownKeys trap throws: its error comes through, nothing crashes.
+  const trap = new Proxy({}, { ownKeys() { throw new RangeError('trap'); } });
+  assert.throws(() => fromTypedArray(array, trap), /trap/);
+});
+
 test('empty and arange check their arguments', () => {
   assertThrowsCode(() => empty('3'), TypeError, 'ERR_DLBRIDGE_INVALID_ARGUMENT', /empty: shape must be an array of integers/);
   assertThrowsCode(() => empty([2], 5), TypeError, 'ERR_DLBRIDGE_INVALID_ARGUMENT', /empty: dtype/);

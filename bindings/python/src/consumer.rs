@@ -13,7 +13,7 @@
 use std::ptr;
 
 use dlbridge::{Device, ManagedTensor, Order};
-use pyo3::exceptions::PyTypeError;
+use pyo3::exceptions::{PyAttributeError, PyTypeError};
 use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyMemoryView, PyModule, PyString, PyTuple};
@@ -22,7 +22,7 @@ use crate::arguments;
 use crate::capsule;
 use crate::cpython::{vectorcall_method, PY_VECTORCALL_ARGUMENTS_OFFSET};
 use crate::errors::{buffer_error, to_py_err, type_error, value_error};
-use crate::exchange_api;
+use crate::exchange_api::{self, Published};
 use crate::fastcall::{object_entry, Arguments, KeywordCache, MethodDef};
 use crate::interned;
 use crate::tensor::{new_tensor, TensorData};
@@ -64,19 +64,23 @@ pub(crate) fn from_dlpack<'py>(
     } else {
         // The fast path is an optimisation only: if it fails, or cannot honour the request, the
         // producer's `__dlpack__` gets the final word (and raises its own, canonical errors).
-        let entry = exchange_api
-            .then(|| exchange_api::lookup(&x.get_type()))
-            .flatten();
-        let fast = entry.and_then(|entry| {
-            exchange_api::import(py, x, entry.from_py_object)
+        let published = if exchange_api {
+            exchange_api::lookup(&x.get_type())
+        } else {
+            Published::Nothing
+        };
+        let fast = match &published {
+            Published::Usable(entry) => exchange_api::import(py, x, entry.from_py_object)
                 .ok()
                 .filter(|m| !(entry.conj_bit && exchange_api::conjugated(x, m)))
-                .filter(|m| request.accepts(m))
-        });
+                .filter(|m| request.accepts(m)),
+            _ => None,
+        };
         match fast {
             Some(managed) => managed,
             None => {
-                let capsule = call_dunder_dlpack(py, x, request)?;
+                let capsule = call_dunder_dlpack(py, x, request)
+                    .map_err(|err| refuse_unusable(py, x, &published, err))?;
                 if !capsule::is_capsule(&capsule) {
                     return Err(type_error(format!(
                         "{}.__dlpack__() returned {}, not a DLPack capsule",
@@ -89,6 +93,29 @@ pub(crate) fn from_dlpack<'py>(
         }
     };
     finish(py, managed, request)
+}
+
+/// The error for an object whose `__dlpack__` call failed: when its type publishes an unusable
+/// exchange API and has no `__dlpack__` at all, a TypeError naming the type and what it
+/// publishes; otherwise `err` unchanged.
+fn refuse_unusable(
+    py: Python<'_>,
+    x: &Bound<'_, PyAny>,
+    published: &Published,
+    err: PyErr,
+) -> PyErr {
+    let Published::Unusable(what) = published else {
+        return err;
+    };
+    let ty = x.get_type();
+    if !err.is_instance_of::<PyAttributeError>(py) || ty.hasattr("__dlpack__").unwrap_or(true) {
+        return err;
+    }
+    let name = ty.name().map(|n| n.to_string()).unwrap_or_default();
+    type_error(format!(
+        "cannot import a {name}: its type publishes {what} (not a DLPack exchange API table), \
+         and has no __dlpack__ method"
+    ))
 }
 
 /// Applies the request to an imported tensor and wraps it.

@@ -3,6 +3,7 @@ ctypes, torch's table used on our tensors and ours on torch's (torch's test_dlpa
 idea), and the consumer's fast path."""
 
 import ctypes
+import subprocess
 import sys
 import threading
 
@@ -253,44 +254,112 @@ def test_fast_path_honours_copy_and_device(kwargs):
     assert (t.data_ptr != x.data_ptr()) == (kwargs.get("copy") is True) == t.copied
 
 
-class IntegerSpelling(torch.Tensor):
-    """Publishes torch's table only under the older integer attribute name."""
-
-    __dlpack_c_exchange_api__ = None
-    __c_dlpack_exchange_api__ = ctypes.addressof(TORCH)
-
-    def __dlpack__(self, *args, **kwargs):
-        raise AssertionError("__dlpack__ must not be called")
+_new_capsule = ctypes.pythonapi.PyCapsule_New
+_new_capsule.restype = ctypes.py_object
+_new_capsule.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
+# Capsule names must outlive their capsules.
+EXCHANGE_NAME = ctypes.create_string_buffer(b"dlpack_exchange_api")
+OTHER_NAME = ctypes.create_string_buffer(b"something_else")
 
 
-def test_older_integer_attribute_is_accepted():
-    x = torch.arange(3.0).as_subclass(IntegerSpelling)
-    assert dlbridge.from_dlpack(x).data_ptr == x.data_ptr()
+def capsule_of(api, name=EXCHANGE_NAME):
+    """A capsule holding the address of the ctypes table ``api`` (kept alive by the caller)."""
+    return _new_capsule(ctypes.addressof(api), name, None)
 
 
-def fake_table(major):
-    """A table whose entry points are NULL, with the given major version."""
+def fake_table(major, entries=False):
+    """A table of the given major version; its entry points are torch's or NULL."""
     api = ExchangeAPI()
     api.header.version = DLPackVersion(major, 0)
+    if entries:
+        for name, _ in ExchangeAPI._fields_[1:]:
+            setattr(api, name, getattr(TORCH, name))
     return api
 
 
-class FutureTable:
-    """Publishes a table of an unknown major version: it must be ignored."""
-
-    _table = fake_table(2)
-    __dlpack_c_exchange_api__ = ctypes.addressof(_table)
+class Recording:
+    """A producer serving a numpy array through __dlpack__, counting the calls."""
 
     def __init__(self, array):
         self.array = array
+        self.calls = 0
 
     def __dlpack__(self, **kwargs):
+        self.calls += 1
         return self.array.__dlpack__(**kwargs)
 
 
-def test_unknown_major_version_table_is_ignored():
+FUTURE = fake_table(2, entries=True)
+NULL_ENTRIES = fake_table(1)
+
+
+class IntegerSpelling(torch.Tensor):
+    """Publishes torch's table only as an integer under the older attribute name: pure Python can
+    forge any integer, so it is never read."""
+
+    __dlpack_c_exchange_api__ = None
+    __c_dlpack_exchange_api__ = ctypes.addressof(TORCH)
+    calls = 0
+
+    def __dlpack__(self, *args, **kwargs):
+        type(self).calls += 1
+        return super().__dlpack__(*args, **kwargs)
+
+
+def test_integer_exchange_api_attributes_are_never_read():
+    x = torch.arange(3.0).as_subclass(IntegerSpelling)
+    assert dlbridge.from_dlpack(x).data_ptr == x.data_ptr()
+    assert IntegerSpelling.calls == 1
+
+
+def hostile(value):
+    """A producer whose type publishes ``value`` as its exchange API, with a working __dlpack__."""
+    return type("Hostile", (Recording,), {"__dlpack_c_exchange_api__": value})
+
+
+@pytest.mark.parametrize(
+    "value, found",
+    [
+        (1, "an object of type int, not a PyCapsule"),
+        (ctypes.addressof(TORCH), "an object of type int, not a PyCapsule"),
+        ("dlpack_exchange_api", "an object of type str, not a PyCapsule"),
+        (capsule_of(TORCH, OTHER_NAME), 'a capsule named "something_else"'),
+        (capsule_of(FUTURE), "DLPack version 2.0"),
+        (capsule_of(NULL_ENTRIES), "required entry managed_tensor_allocator is NULL"),
+    ],
+    ids=["one", "torch-address", "str", "wrong-name", "major-2", "null-entries"],
+)
+def test_invalid_exchange_api_falls_back_to_dunder_dlpack(value, found):
     a = np.arange(4)
-    assert dlbridge.from_dlpack(FutureTable(a)).data_ptr == np_ptr(a)
+    x = hostile(value)(a)
+    assert dlbridge.from_dlpack(x).data_ptr == np_ptr(a)
+    assert x.calls == 1
+    # Without __dlpack__: a TypeError naming the type and what it publishes.
+    bare = type("Bare", (), {"__dlpack_c_exchange_api__": value})
+    with pytest.raises(TypeError, match=f"Bare.*{found}"):
+        dlbridge.from_dlpack(bare())
+
+
+def test_table_with_only_the_optional_entry_null_is_used():
+    api = fake_table(1, entries=True)
+    api.dltensor_from_py_object_no_sync = None
+    cls = type("TorchLike", (torch.Tensor,), {"__dlpack_c_exchange_api__": capsule_of(api)})
+    x = torch.arange(3.0).as_subclass(cls)
+    assert dlbridge.from_dlpack(x).data_ptr == x.data_ptr()
+
+
+@pytest.mark.parametrize("name", ["__dlpack_c_exchange_api__", "__c_dlpack_exchange_api__"])
+def test_pure_python_integer_table_does_not_crash_the_interpreter(name):
+    """The defect as reported: any integer was taken as a table address (a segfault)."""
+    code = (
+        "import dlbridge\n"
+        f"class Evil:\n    {name} = 1\n"
+        "try:\n    dlbridge.from_dlpack(Evil())\n"
+        "except TypeError as e:\n    print('TypeError:', e)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert f"TypeError: cannot import a Evil: its type publishes {name} = an object of type int" in done.stdout
 
 
 class Borrowed:

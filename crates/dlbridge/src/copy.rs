@@ -84,6 +84,9 @@ pub fn copy_into(src: &TensorView<'_>, dst: &TensorView<'_>) -> Result<()> {
         .shape()
         .iter()
         .zip(src.strides().iter().zip(dst.strides()))
+        // Size-1 axes are never stepped along, and their strides may be anything: leave them out
+        // (the byte strides of the others fit in isize, since their spans do).
+        .filter(|&(&n, _)| n != 1)
         .map(|(&n, (&s, &d))| Axis {
             n: n as usize,
             src: s as isize * item as isize,

@@ -149,14 +149,17 @@ pub fn byte_span(
     };
     let offset = isize::try_from(byte_offset).map_err(|_| overflow())?;
     let item = isize::try_from(itemsize).map_err(|_| overflow())?;
+    // An empty tensor touches nothing, whatever its other dimensions and strides.
+    if shape.contains(&0) {
+        return Ok(ByteSpan {
+            start: offset,
+            end: offset,
+        });
+    }
     // Element offsets of the lowest and highest element, then bytes; every step is checked, so
     // any layout whose span leaves the isize range is an error (import validation relies on it).
-    let (mut low, mut high, mut empty) = (0isize, 0isize, false);
+    let (mut low, mut high) = (0isize, 0isize);
     for (&d, &s) in shape.iter().zip(strides) {
-        if d == 0 {
-            empty = true;
-            continue;
-        }
         let reach = isize::try_from(d - 1)
             .ok()
             .zip(isize::try_from(s).ok())
@@ -164,12 +167,6 @@ pub fn byte_span(
             .ok_or_else(overflow)?;
         let bound = if reach < 0 { &mut low } else { &mut high };
         *bound = bound.checked_add(reach).ok_or_else(overflow)?;
-    }
-    if empty {
-        return Ok(ByteSpan {
-            start: offset,
-            end: offset,
-        });
     }
     let bytes = |elements: isize| {
         elements
@@ -179,6 +176,54 @@ pub fn byte_span(
     let start = bytes(low).ok_or_else(overflow)?;
     let end = high.checked_add(1).and_then(bytes).ok_or_else(overflow)?;
     Ok(ByteSpan { start, end })
+}
+
+/// The [`ByteSpan`] of a C-contiguous tensor of packed elements of `bits` bits each (sub-byte
+/// types, or vector types whose lanes do not fill whole bytes): `⌈size·bits/8⌉` bytes from
+/// `byte_offset`, or [`Error::StrideOverflow`] if that leaves the `isize` range. The caller checks
+/// the contiguity (packed elements have no other layout).
+pub fn packed_byte_span(
+    shape: &[i64],
+    strides: &[i64],
+    bits: u32,
+    byte_offset: u64,
+) -> Result<ByteSpan> {
+    let overflow = || Error::StrideOverflow {
+        shape: shape.to_vec(),
+        strides: strides.to_vec(),
+        byte_offset,
+    };
+    let offset = isize::try_from(byte_offset).map_err(|_| overflow())?;
+    let end = element_count(shape)
+        .and_then(|size| packed_len(size as u64, bits))
+        .and_then(|bytes| offset.checked_add(bytes as isize))
+        .ok_or_else(overflow)?;
+    Ok(ByteSpan { start: offset, end })
+}
+
+/// Bytes that `count` packed elements of `bits` bits each occupy (`⌈count·bits/8⌉`), or `None`
+/// if that exceeds `isize::MAX`.
+pub fn packed_len(count: u64, bits: u32) -> Option<usize> {
+    // Both factors are below 2^64 and 2^32, so the product fits in 128 bits.
+    let bytes = (u128::from(count) * u128::from(bits)).div_ceil(8);
+    usize::try_from(bytes)
+        .ok()
+        .filter(|&b| b <= isize::MAX as usize)
+}
+
+/// The [`ByteSpan`] of a tensor of `dtype` elements: [`byte_span`] for whole-byte elements
+/// (`item_size` bytes), [`packed_byte_span`] for packed ones (`item_size` `None`).
+pub(crate) fn element_span(
+    shape: &[i64],
+    strides: &[i64],
+    item_size: Option<usize>,
+    dtype_bits: u32,
+    byte_offset: u64,
+) -> Result<ByteSpan> {
+    match item_size {
+        Some(item) => byte_span(shape, strides, item, byte_offset),
+        None => packed_byte_span(shape, strides, dtype_bits, byte_offset),
+    }
 }
 
 /// Checks that `strides` has one entry per dimension.
@@ -233,6 +278,25 @@ mod tests {
             (&[4, 3, 2][..], &[1, 4, 12][..])
         );
         assert!(is_contiguous(&s, &st, Order::F));
+    }
+
+    #[test]
+    fn packed_span_counts_bits_not_elements() {
+        // five 4-bit elements: 3 bytes; four 12-bit elements (int4x3): 6 bytes
+        assert_eq!(
+            packed_byte_span(&[5], &[1], 4, 0).unwrap(),
+            ByteSpan { start: 0, end: 3 }
+        );
+        assert_eq!(
+            packed_byte_span(&[2, 2], &[2, 1], 12, 8).unwrap(),
+            ByteSpan { start: 8, end: 14 }
+        );
+        assert_eq!(
+            packed_byte_span(&[0], &[1], 4, 8).unwrap(),
+            ByteSpan { start: 8, end: 8 }
+        );
+        assert!(packed_byte_span(&[i64::MAX], &[1], 12, 0).is_err());
+        assert!(packed_byte_span(&[2], &[1], 4, u64::MAX).is_err());
     }
 
     #[test]

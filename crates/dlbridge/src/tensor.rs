@@ -84,10 +84,8 @@ impl Tensor {
         flags: Flags,
         owner: Box<dyn Any + Send + Sync>,
     ) -> Result<Tensor> {
-        let item = dtype
-            .storage_size(flags.contains(Flags::IS_SUBBYTE_TYPE_PADDED))
-            .unwrap_or(1);
-        let size = check_shape(shape, item)?;
+        let item = dtype.storage_size(flags.contains(Flags::IS_SUBBYTE_TYPE_PADDED));
+        let size = check_shape(shape, item.unwrap_or(1))?;
         if size > 0 && data.is_null() {
             return Err(Error::NullData { size: size as i64 });
         }
@@ -98,7 +96,12 @@ impl Tensor {
             }
             None => SmallVec::from_vec(layout::compact_strides(shape, Order::C)),
         };
-        layout::byte_span(shape, &strides, item, 0)?;
+        if item.is_none() && !layout::is_contiguous(shape, &strides, Order::C) {
+            return Err(Error::UnsupportedLayout(format!(
+                "packed {dtype} elements need C-contiguous strides, got {strides:?} for shape {shape:?}"
+            )));
+        }
+        layout::element_span(shape, &strides, item, dtype.total_bits(), 0)?;
         Ok(Tensor {
             data,
             shape: SmallVec::from_slice(shape),
@@ -224,7 +227,11 @@ impl Tensor {
         let bytes = match item {
             Some(item) => size * item,
             None if order == Order::C || shape.len() <= 1 => {
-                (size * dtype.total_bits() as usize).div_ceil(8)
+                layout::packed_len(size as u64, dtype.total_bits()).ok_or_else(|| {
+                    Error::ShapeOverflow {
+                        shape: shape.to_vec(),
+                    }
+                })?
             }
             None => {
                 return Err(Error::UnsupportedLayout(format!(

@@ -55,24 +55,24 @@ pub(crate) unsafe fn validate(t: &DLTensor, flags: Flags) -> Result<Validated> {
         // SAFETY: non-null and `ndim` elements long by the function's contract.
         None => unsafe { std::slice::from_raw_parts(t.strides, ndim) },
     };
-    let item = match dtype.storage_size(flags.contains(Flags::IS_SUBBYTE_TYPE_PADDED)) {
-        Some(item) => item,
-        None if layout::is_contiguous(shape, strides, Order::C) => 1,
-        None => {
-            return Err(Error::UnsupportedLayout(format!(
-                "packed {dtype} elements need C-contiguous strides, got {strides:?} for shape {shape:?}"
-            )))
-        }
+    let item = dtype.storage_size(flags.contains(Flags::IS_SUBBYTE_TYPE_PADDED));
+    if item.is_none() && !layout::is_contiguous(shape, strides, Order::C) {
+        return Err(Error::UnsupportedLayout(format!(
+            "packed {dtype} elements need C-contiguous strides, got {strides:?} for shape {shape:?}"
+        )));
+    }
+    let byte_size = match item {
+        Some(item) => (size as u64)
+            .checked_mul(item as u64)
+            .filter(|&b| b <= isize::MAX as u64),
+        None => layout::packed_len(size as u64, dtype.total_bits()).map(|b| b as u64),
     };
-    let byte_size = (size as u64)
-        .checked_mul(item as u64)
-        .filter(|&b| b <= isize::MAX as u64);
     if byte_size.is_none() {
         return Err(Error::ShapeOverflow {
             shape: shape.to_vec(),
         });
     }
-    let span = layout::byte_span(shape, strides, item, t.byte_offset)?;
+    let span = layout::element_span(shape, strides, item, dtype.total_bits(), t.byte_offset)?;
     let data = t.data as *mut u8;
     if size > 0 {
         if data.is_null() {

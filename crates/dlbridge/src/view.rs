@@ -113,7 +113,8 @@ impl<'a> TensorView<'a> {
     pub fn nbytes(&self) -> usize {
         match self.storage_size() {
             Some(item) => self.size() * item,
-            None => (self.size() * self.dtype.total_bits() as usize).div_ceil(8),
+            None => layout::packed_len(self.size() as u64, self.dtype.total_bits())
+                .expect("validated at construction"),
         }
     }
 
@@ -127,10 +128,17 @@ impl<'a> TensorView<'a> {
         layout::compact_order(self.shape, self.strides)
     }
 
-    /// The bytes touched, relative to [`data_ptr`](Self::data_ptr).
+    /// The bytes touched, relative to [`data_ptr`](Self::data_ptr) (for packed sub-byte
+    /// elements, the ⌈size·bits/8⌉ bytes that hold them).
     pub fn byte_span(&self) -> ByteSpan {
-        let item = self.storage_size().unwrap_or(1);
-        layout::byte_span(self.shape, self.strides, item, 0).expect("validated at construction")
+        layout::element_span(
+            self.shape,
+            self.strides,
+            self.storage_size(),
+            self.dtype.total_bits(),
+            0,
+        )
+        .expect("validated at construction")
     }
 
     /// Fails unless the memory is host-accessible.

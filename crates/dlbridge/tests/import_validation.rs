@@ -217,6 +217,116 @@ fn strided_packed_subbyte_data_is_rejected() {
     assert_eq!(import_err(&f), None);
 }
 
+/// Packed elements occupy ⌈size·bits/8⌉ bytes: the span the importer checks and reports must be
+/// exactly that, for sub-byte types (fp4: less than one byte per element) and for vector types
+/// whose lanes do not fill whole bytes (int4x3: 12 bits). A span of one byte per element let a
+/// copy read past the memory the span described (found by the importer fuzz target).
+#[test]
+fn packed_span_is_the_bytes_the_elements_occupy() {
+    for (code, bits, lanes, size, bytes) in [
+        (kDLFloat4_e2m1fn, 4, 1, 5, 3),
+        (kDLInt, 4, 3, 4, 6),
+        (kDLUInt, 1, 65281, 2, 16321),
+    ] {
+        let mut f = Fields::f32(&[size]);
+        f.dtype = DLDataType { code, bits, lanes };
+        f.data_len = bytes as usize;
+        let (ptr, deletions) = versioned(&f);
+        // SAFETY: fresh fake tensor holding exactly `bytes` bytes.
+        let t = unsafe { ManagedTensor::from_versioned(ptr) }.unwrap();
+        let v = dlbridge::AsTensorView::view(&t);
+        assert_eq!(v.storage_size(), None);
+        assert_eq!(
+            (v.byte_span().start, v.byte_span().end),
+            (0, bytes),
+            "{code}/{bits}x{lanes}"
+        );
+        assert_eq!(v.nbytes(), bytes as usize);
+        let copy = v.to_contiguous(Order::C).unwrap();
+        // SAFETY: the copy is a compact buffer of `bytes` bytes; the fake's bytes count up.
+        let copied = unsafe { std::slice::from_raw_parts(copy.data_ptr(), bytes as usize) };
+        assert!(copied.iter().enumerate().all(|(i, &b)| b == i as u8));
+        drop(t);
+        assert_eq!(count(&deletions), 1);
+    }
+    // 2^51 elements of 65281 bits: the element count fits, the bytes they occupy do not.
+    let mut f = Fields::f32(&[1 << 51]);
+    f.dtype = DLDataType {
+        code: kDLUInt,
+        bits: 1,
+        lanes: 65281,
+    };
+    f.data_len = 8;
+    let err = import_err(&f);
+    assert!(matches!(err, Some(Error::ShapeOverflow { .. })), "{err:?}");
+}
+
+/// The bytes of a huge packed tensor are counted without overflowing (found by fuzzing: the
+/// bit count of 2^62 int4 elements overflowed 64 bits).
+#[test]
+fn packed_nbytes_of_huge_tensors_do_not_overflow() {
+    let mut f = Fields::f32(&[1, 1]);
+    f.shape = vec![1 << 62, 1];
+    f.dtype = DLDataType {
+        code: kDLInt,
+        bits: 4,
+        lanes: 1,
+    };
+    f.data_len = 8;
+    let (ptr, deletions) = versioned(&f);
+    // SAFETY: fresh fake tensor; nothing below reads its data.
+    let t = unsafe { ManagedTensor::from_versioned(ptr) }.unwrap();
+    let v = dlbridge::AsTensorView::view(&t);
+    assert_eq!(v.nbytes(), 1 << 61);
+    assert_eq!(v.byte_span().end, 1 << 61);
+    drop(t);
+    assert_eq!(count(&deletions), 1);
+}
+
+/// A size-1 axis can carry any stride, even one whose byte stride overflows: the copy never steps
+/// along it (found by fuzzing: computing its byte stride overflowed).
+#[test]
+fn size_one_axes_with_huge_strides_copy() {
+    let mut f = Fields::f32(&[2, 1]);
+    f.strides = Some(vec![1, i64::MAX]);
+    let (ptr, deletions) = versioned(&f);
+    // SAFETY: fresh fake tensor of two float32 elements.
+    let t = unsafe { ManagedTensor::from_versioned(ptr) }.unwrap();
+    let v = dlbridge::AsTensorView::view(&t);
+    let copy = v.to_contiguous(Order::F).unwrap();
+    let expected = [
+        f32::from_ne_bytes([0, 1, 2, 3]),
+        f32::from_ne_bytes([4, 5, 6, 7]),
+    ];
+    assert_eq!(copy.view().to_vec::<f32>().unwrap(), expected);
+    drop(t);
+    assert_eq!(count(&deletions), 1);
+}
+
+/// An empty tensor touches no memory, whatever its other dimensions and strides: it imports and
+/// copies (found by fuzzing: the compact strides of the copy overflowed the span check).
+#[test]
+fn empty_tensors_with_huge_dims_import_and_copy() {
+    for strides in [vec![0, 0, 0], vec![i64::MAX, 1, 1]] {
+        let mut f = Fields::f32(&[0]);
+        f.ndim = 3;
+        f.shape = vec![1 << 61, 0, 3];
+        f.strides = Some(strides);
+        let (ptr, deletions) = versioned(&f);
+        // SAFETY: fresh fake tensor.
+        let t = unsafe { ManagedTensor::from_versioned(ptr) }.unwrap();
+        let v = dlbridge::AsTensorView::view(&t);
+        assert_eq!(v.size(), 0);
+        for order in [Order::C, Order::F] {
+            let copy = v.to_contiguous(order).unwrap();
+            assert_eq!(copy.shape(), &[1 << 61, 0, 3]);
+            assert_eq!(copy.view().nbytes(), 0);
+        }
+        drop(t);
+        assert_eq!(count(&deletions), 1);
+    }
+}
+
 #[test]
 fn null_strides_mean_compact_row_major() {
     let f = Fields::f32(&[2, 3, 4]);
