@@ -681,12 +681,14 @@ fn claim_reference(h: &Header, handle: &str) -> Result<bool> {
 
 /// Validates the tensor fields of a checked header copy (`dims`: shape then strides) like any
 /// foreign tensor, for data at `base + data_offset`, and keeps the layout inside the data area.
+/// Returns the validated tensor and its byte span relative to the data area. Packed sub-byte
+/// dtypes are refused, as [`empty`] refuses them.
 fn check_layout(
     h: &HeaderCopy,
     dims: &mut [i64],
     base: *mut u8,
     name: &str,
-) -> Result<crate::validate::Validated> {
+) -> Result<(crate::validate::Validated, layout::ByteSpan)> {
     let ndim = h.ndim as usize;
     let flags = Flags::from_bits_retain(h.flags);
     let (offset, len) = (h.data_offset as usize, h.data_len as usize);
@@ -703,14 +705,16 @@ fn check_layout(
     // SAFETY: shape and strides point at `ndim` local values each.
     let v = unsafe { validate(&raw, flags)? };
     let (shape, strides) = (&*shape, &*strides);
-    let span = layout::byte_span(
-        shape,
-        strides,
-        v.dtype
-            .storage_size(flags.contains(Flags::IS_SUBBYTE_TYPE_PADDED))
-            .unwrap_or(1),
-        0,
-    )?;
+    let item = v
+        .dtype
+        .storage_size(flags.contains(Flags::IS_SUBBYTE_TYPE_PADDED))
+        .ok_or_else(|| {
+            invalid(
+                name,
+                format!("packed {} elements cannot be shared", v.dtype),
+            )
+        })?;
+    let span = layout::byte_span(shape, strides, item, 0)?;
     if !span.is_empty() && (span.start < 0 || span.end as usize > len) {
         return Err(invalid(
             name,
@@ -719,7 +723,7 @@ fn check_layout(
             ),
         ));
     }
-    Ok(v)
+    Ok((v, span))
 }
 
 /// Checks a segment's bytes exactly as [`open`] checks a mapped segment — header copied once and
@@ -744,14 +748,8 @@ pub fn check_segment_bytes(bytes: &[u8]) -> Result<(Vec<i64>, std::ops::Range<us
     check_header(&copy, bytes.len(), name)?;
     // SAFETY: check_header proved the dims lie inside the buffer, before `data_offset`.
     let mut dims = unsafe { copy.read_dims(base) };
-    let v = check_layout(&copy, &mut dims, base, name)?;
+    let (_, span) = check_layout(&copy, &mut dims, base, name)?;
     let shape = dims[..copy.ndim as usize].to_vec();
-    let strides = &dims[copy.ndim as usize..];
-    let item = v
-        .dtype
-        .storage_size(Flags::from_bits_retain(copy.flags).contains(Flags::IS_SUBBYTE_TYPE_PADDED))
-        .unwrap_or(1);
-    let span = layout::byte_span(&shape, strides, item, 0)?;
     let start = copy.data_offset as usize;
     let reach = if span.is_empty() {
         start..start
@@ -772,7 +770,7 @@ fn tensor_over(
     let ndim = h.ndim as usize;
     let mut flags = Flags::from_bits_retain(h.flags);
     let offset = h.data_offset as usize;
-    let v = check_layout(h, &mut dims, mapping.base, &mapping.name)?;
+    let (v, _) = check_layout(h, &mut dims, mapping.base, &mapping.name)?;
     let (shape, strides) = dims.split_at(ndim);
     if access == Access::ReadOnly {
         flags |= Flags::READ_ONLY;

@@ -63,3 +63,21 @@ fn mutated_seeds_fail_with_typed_errors() {
         Err(Error::ShmInvalid { .. })
     ));
 }
+
+#[test]
+fn packed_sub_byte_dtypes_are_refused_at_open_as_at_creation() {
+    let (_, good) = seeds().into_iter().find(|(n, _)| n == "f32_2x3").unwrap();
+    for (bits, lanes) in [(4u8, 1u16), (4, 3), (1, 1)] {
+        let mut b = good.clone();
+        // The header's dtype: code 0 (int), bits, lanes.
+        b[32] = 0;
+        b[33] = bits;
+        b[34..36].copy_from_slice(&lanes.to_ne_bytes());
+        match check_segment_bytes(&b) {
+            Err(Error::ShmInvalid { reason, .. }) => {
+                assert!(reason.contains("packed"), "int{bits}x{lanes}: {reason}")
+            }
+            other => panic!("int{bits}x{lanes}: {other:?}"),
+        }
+    }
+}
