@@ -265,7 +265,6 @@ export declare class Tensor<D extends string = DType> {
    * {@link releasePointer}). The tensor's memory stays alive until then.
    */
   exportPointer(options?: ExportPointerOptions): bigint;
-<<<<<<< HEAD
   /**
    * The element at `index`, read in place through the strides, for every layout (column-major,
    * strided, negative strides). `index` has one integer per dimension (`[]` for a 0-d tensor; a
@@ -288,7 +287,6 @@ export declare class Tensor<D extends string = DType> {
    * @throws {RangeError} `ERR_DLBRIDGE_VALUE_OUT_OF_RANGE`: an integer the dtype cannot hold
    */
   set(index: readonly number[] | number, value: ElementInputOf<D>): void;
-=======
   /** The metadata, as `util.inspect` shows it: `Tensor { dtype: 'float32', shape: [2, 3], … }`. */
   toString(): string;
   /** What `JSON.stringify` writes: the metadata as plain data, never the elements. */
@@ -303,7 +301,6 @@ export interface TensorJSON<D extends string = string> {
   device: Device;
   readonly: boolean;
   copied: boolean;
->>>>>>> docs
 }
 
 /**
