@@ -1,6 +1,6 @@
 """Checks the Python release artifacts that scripts/dist-python.sh built (`./just dist`).
 
-- The wheel's file name claims `cp39-abi3` and a manylinux tag, and `auditwheel show` finds the
+- The wheel's file name claims `cp311-abi3` and a manylinux tag, and `auditwheel show` finds the
   wheel consistent with that tag (no newer glibc symbol, no library outside the manylinux
   policy); run with the auditwheel of the dist venv.
 - The sdist holds what building from it needs: pyproject.toml, the binding crate, the core
@@ -33,9 +33,9 @@ SDIST_NEEDS = [
 
 def check_wheel(wheel: Path) -> None:
     """Raises SystemExit unless the wheel's manylinux tag is what auditwheel finds."""
-    match = re.fullmatch(r"dlbridge-[^-]+-cp39-abi3-(.+)\.whl", wheel.name)
+    match = re.fullmatch(r"dlbridge-[^-]+-cp311-abi3-(.+)\.whl", wheel.name)
     if not match:
-        raise SystemExit(f"{wheel.name}: not a cp39-abi3 wheel")
+        raise SystemExit(f"{wheel.name}: not a cp311-abi3 wheel")
     claimed = set(match.group(1).split("."))
     manylinux = {tag for tag in claimed if tag.startswith("manylinux_")}
     if not manylinux:

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Release build of the Python package (`./just dist`): an sdist and an abi3 wheel for CPython
-# >= 3.9 tagged manylinux2014 (glibc >= 2.17, the floor of Rust's standard library), linked
+# >= 3.11 tagged manylinux2014 (glibc >= 2.17, the floor of Rust's standard library), linked
 # with zig (ziglang from PyPI) against that glibc, then checked: auditwheel must find the wheel
 # consistent with the tag it claims, and the sdist must hold every build input
 # (scripts/check_python_dist.py). Writes to DIR (default target/dist); the build uses its own
