@@ -11,6 +11,12 @@ cd "$REPO_ROOT"
 
 target=${CARGO_TARGET_DIR:-$REPO_ROOT/target}
 build_frontends "$target/matrix-build.log"
+# Julia embedded in the Python agent (the python ⇄ julia in-process pair): dlbridge.julia.
+log "building dlbridge.julia (Julia embedded in Python)"
+eval "$("$REPO_ROOT/scripts/julia-build-env.sh")"
+"$REPO_ROOT/scripts/python-julia-install.sh" >>"$target/matrix-build.log" 2>&1 ||
+  { tail -n 40 "$target/matrix-build.log" >&2; exit 1; }
+export DLBRIDGE_JULIA_PACKAGE=$REPO_ROOT/bindings/julia/DLBridge
 log "building the Rust and C agents"
 cargo build --locked --release --quiet -p dlbridge-matrix-agent
 bash tests/matrix/agents/c/build.sh >&2

@@ -42,7 +42,7 @@ SHM_ONLY = {
     " embedding addon that the project does not build",
     "julia ⇄ mojo": "neither frontend embeds the other runtime: DLBridge.jl talks to C only, and"
     " the Mojo package to C and CPython only",
-    "rust ⇄ python, rust ⇄ node, rust ⇄ julia, python ⇄ julia": "shm only until the extension"
+    "rust ⇄ python, rust ⇄ node, rust ⇄ julia": "shm only until the extension"
     " crates (pyo3, napi-rs) and the Julia embedding (jlrs) bring their in-process pairs",
 }
 IN_PROCESS_HOSTS = {
@@ -53,6 +53,7 @@ IN_PROCESS_HOSTS = {
     frozenset(("c", "mojo")): "mojo",  # std.ffi calls into the C guest library
     frozenset(("mojo", "rust")): "mojo",  # std.ffi calls into the Rust guest library
     frozenset(("mojo", "python")): "mojo",  # the embedded CPython imports the Python agent
+    frozenset(("python", "julia")): "python",  # dlbridge.julia embeds Julia, which loads its guest
 }
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
