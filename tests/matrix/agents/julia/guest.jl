@@ -109,11 +109,22 @@ end
 
 """Imports the host's export `managed` (`DLBridge.import_tensor`), checks it against the case
 (element 0 at `element0`), writes the sentinel and keeps the import until `drop`."""
-consume(dtype::String, layout::String, managed::Int, element0::Int) = reply(dtype, layout) do T
-    IMPORTED[] === nothing || fail("consume while the last import is still held")
-    drain_leftovers()
-    ti = DLBridge.import_tensor(Ptr{DLBridge.DLManagedTensorVersioned}(managed))
-    IMPORTED[] = ti  # dropped by `drop`, also after a failed check
+function consume(dtype::String, layout::String, managed::Int, element0::Int)
+    # Imported first, whatever the case: the host's export is Julia's to release from here.
+    imported = reply() do
+        IMPORTED[] === nothing || fail("consume while the last import is still held")
+        drain_leftovers()
+        IMPORTED[] = DLBridge.import_tensor(Ptr{DLBridge.DLManagedTensorVersioned}(managed))
+        return "imported"
+    end
+    startswith(imported, "ok") || return imported
+    return reply(dtype, layout) do T
+        check_consumed(T, IMPORTED[], layout, element0)
+    end
+end
+
+# Checks the import (kept for `drop`, also after a failed check) and writes the sentinel.
+function check_consumed(::Type{T}, ti::DLBridge.Tensor, layout::String, element0::Int) where {T}
     shape = layout == "zero_d" ? () : layout == "empty" ? (0, 3) : (3, 4)
     n = check_guest_import(T, ti, Ptr{Cvoid}(element0), layout == "readonly", shape, "the host")
     return "$n zero-copy"
