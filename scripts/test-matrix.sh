@@ -11,6 +11,16 @@ cd "$REPO_ROOT"
 
 target=${CARGO_TARGET_DIR:-$REPO_ROOT/target}
 build_frontends "$target/matrix-build.log"
+# Julia embedded through jlrs (bindings/julia): in the Python agent through dlbridge.julia
+# (python ⇄ julia), in the Rust agent through the Julia guest library (rust ⇄ julia).
+log "building dlbridge.julia and the Julia guest library (Julia embedded in Python and Rust)"
+eval "$("$REPO_ROOT/scripts/julia-build-env.sh")"
+{
+  "$REPO_ROOT/scripts/python-julia-install.sh" >/dev/null
+  cargo build --manifest-path bindings/julia/Cargo.toml --target-dir "$target" --locked --release \
+    --example matrix-julia-guest
+} >>"$target/matrix-build.log" 2>&1 || { tail -n 40 "$target/matrix-build.log" >&2; exit 1; }
+export DLBRIDGE_JULIA_PACKAGE=$REPO_ROOT/bindings/julia/DLBridge
 log "building the Rust and C agents"
 cargo build --locked --release --quiet -p dlbridge-matrix-agent
 bash tests/matrix/agents/c/build.sh >&2
@@ -30,6 +40,7 @@ bash tests/matrix/agents/c/build.sh >&2
 # The guest libraries of the in-process pairs (tests/matrix/agents/c/guest.h).
 export DLBRIDGE_MATRIX_GUEST_C="$target/matrix/libmatrix-guest-c.so"
 export DLBRIDGE_MATRIX_GUEST_RUST="$target/release/libdlbridge_matrix_agent.so"
+export DLBRIDGE_MATRIX_GUEST_JULIA="$target/release/examples/libmatrix_julia_guest.so"
 export DLBRIDGE_MATRIX_RUST="$target/release/dlbridge-matrix-agent"
 export DLBRIDGE_MATRIX_C="$target/matrix/c-agent"
 export DLBRIDGE_MATRIX_PYTHON="$PYTHON_VENV/bin/python tests/matrix/agents/python/agent.py"

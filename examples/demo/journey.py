@@ -1,8 +1,9 @@
-"""One tensor travels numpy -> Rust -> Node -> Julia -> Mojo -> torch.
+"""One tensor travels numpy -> Rust -> Julia -> Node -> Julia -> Mojo -> torch.
 
 The tensor is allocated once, in a shared-memory segment, and never copied: numpy, Rust (the
-core behind `dlbridge.from_dlpack`) and torch share it in this process; Node, Julia and Mojo each
-run as a separate process and map the same pages by the segment's handle. Every hop prints its
+core behind `dlbridge.from_dlpack`), a Julia embedded in this process (`dlbridge.julia`) and torch
+share it in this process; Node, Julia and Mojo each run as a separate process and map the same
+pages by the segment's handle. Every hop prints its
 runtime, the address it sees, whether it copied, and a checksum, then adds 1 to one element so
 that the next hops (and torch at the end) can see it was really there.
 
@@ -20,8 +21,12 @@ import numpy as np
 import torch
 
 import dlbridge
+from dlbridge import julia as jl
 
 SHAPE = (4, 6)
+# In the embedded Julia: the address of element 0 and the checksum. Julia sees the row-major
+# tensor with its dimensions reversed, so its column-major `vec` is numpy's row-major order.
+JULIA_HOP = "x -> (Int(pointer(x)), sum(Float64.(vec(x)) .* (1:length(x))))"
 
 
 def checksum(values) -> float:
@@ -47,7 +52,8 @@ def hop(runtime: str, command: str, handle: str, mark: int) -> dict:
 
 def main() -> None:
     print("dlbridge demo: one tensor, six runtimes, no copies")
-    print("numpy, Rust and torch share this process; Node, Julia and Mojo map the same pages\n")
+    print("numpy, Rust, an embedded Julia and torch share this process;")
+    print("Node, Julia and Mojo run in their own processes and map the same pages\n")
     handle, shared = dlbridge.empty_shared(SHAPE, "float32")
     baseline_refs = sys.getrefcount(shared)
 
@@ -59,6 +65,11 @@ def main() -> None:
     row("Rust", "this process", r.data_ptr, r.copied, checksum(r.tolist()))
     expected = checksum(a)
 
+    julia_address, total = jl.call(JULIA_HOP, a)  # Julia in this process, over numpy's memory
+    row("Julia", "this process (embedded)", julia_address, julia_address != a.ctypes.data, total)
+    if abs(total - expected) > 1e-6:
+        sys.exit(f"the embedded Julia saw checksum {total}, expected {expected}")
+
     for mark, name in enumerate(["node", "julia", "mojo"], start=1):
         report = hop(name.capitalize(), os.environ[f"DLBRIDGE_DEMO_{name.upper()}"], handle, mark)
         if abs(report["checksum"] - expected) > 1e-6:
@@ -69,9 +80,10 @@ def main() -> None:
     row("torch", "this process", t.data_ptr(), False, checksum(t.numpy()))
     marks = [float(v) - i for i, v in enumerate(t.reshape(-1)[:4].tolist())]
     print(f"\n  torch sees the marks Node, Julia and Mojo wrote: {marks[1:4]} (each +1)")
-    same = a.ctypes.data == r.data_ptr == t.data_ptr() == shared.data_ptr
-    print(f"  one address in this process for numpy, Rust and torch: {'yes' if same else 'NO'}")
+    same = a.ctypes.data == r.data_ptr == julia_address == t.data_ptr() == shared.data_ptr
+    print(f"  one address in this process for numpy, Rust, Julia and torch: {'yes' if same else 'NO'}")
 
+    jl.eval("GC.gc()")  # the embedded Julia lets go of its view of numpy's array
     exports = sys.getrefcount(shared) - baseline_refs
     del a, r, t
     released = sys.getrefcount(shared) - baseline_refs

@@ -42,8 +42,8 @@ SHM_ONLY = {
     " embedding addon that the project does not build",
     "julia ⇄ mojo": "neither frontend embeds the other runtime: DLBridge.jl talks to C only, and"
     " the Mojo package to C and CPython only",
-    "rust ⇄ python, rust ⇄ node, rust ⇄ julia, python ⇄ julia": "shm only until the extension"
-    " crates (pyo3, napi-rs) and the Julia embedding (jlrs) bring their in-process pairs",
+    "rust ⇄ python, rust ⇄ node": "shm only until the extension"
+    " crates (pyo3, napi-rs) bring their in-process pairs",
 }
 IN_PROCESS_HOSTS = {
     frozenset(("c", "python")): "python",  # ctypes loads the C guest library
@@ -53,6 +53,8 @@ IN_PROCESS_HOSTS = {
     frozenset(("c", "mojo")): "mojo",  # std.ffi calls into the C guest library
     frozenset(("mojo", "rust")): "mojo",  # std.ffi calls into the Rust guest library
     frozenset(("mojo", "python")): "mojo",  # the embedded CPython imports the Python agent
+    frozenset(("python", "julia")): "python",  # dlbridge.julia embeds Julia, which loads its guest
+    frozenset(("rust", "julia")): "rust",  # dlopen of the Julia guest library (Julia through jlrs)
 }
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 

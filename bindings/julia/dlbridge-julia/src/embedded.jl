@@ -89,12 +89,28 @@ function release_exports(values)
 end
 
 function call(name::String, mask::UInt64, args...)
-    converted = import_arguments(mask, Any[args...])
+    return apply(name, import_arguments(mask, Any[args...])...)
+end
+
+# One tensor argument, the common case: imported and wrapped without the argument vectors.
+function call(name::String, mask::UInt64, p::Ptr{Cvoid})
+    mask == 1 || return apply(name, import_arguments(mask, Any[p])...)
+    t = DLBridge.import_tensor(Ptr{DLBridge.DLManagedTensorVersioned}(p))
+    x = try
+        DLBridge.wrap(t)
+    finally
+        drop_reference(t)  # the array holds its own reference (or, after a failure, nothing does)
+    end
+    return apply(name, x)
+end
+
+# Calls the function `name` with the converted arguments; its result for the host.
+function apply(name::String, args...)
     f = get(FUNCTIONS, name, nothing)
-    f === nothing || return to_host(f(converted...))
+    f === nothing || return to_host(f(args...))
     # A function defined just now is newer than this call's world.
     f = FUNCTIONS[name] = Core.eval(Main, Meta.parse(name))
-    return to_host(Base.invokelatest(f, converted...))
+    return to_host(Base.invokelatest(f, args...))
 end
 
 eval_code(code::String) = to_host(include_string(Main, code, "dlbridge-julia"))

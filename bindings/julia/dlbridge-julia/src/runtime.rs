@@ -43,7 +43,8 @@ extern "C" {
 /// further handles on the same thread; the handle is neither `Send` nor `Sync`, and a start from
 /// any other thread returns [`Error::WrongThread`]. Julia is started with
 /// `--handle-signals=no`, and SIGINT and SIGTERM stay unblocked for the host, so Ctrl-C keeps
-/// working in the host.
+/// working in the host; the host's stdin, stdout and stderr keep their blocking mode (Julia's
+/// start would leave pipes non-blocking).
 ///
 /// Which Julia: `DLBRIDGE_JULIA_BINDIR` (the folder of the `julia` binary) and
 /// `DLBRIDGE_JULIA_IMAGE` (its `sys.so`), defaulting to the Julia this crate was built against;
@@ -129,6 +130,7 @@ fn start_runtime() -> std::result::Result<*mut jlrs::Julia, String> {
     }
     promote_libjulia();
     disable_signal_handlers();
+    let stdio = StdioModes::save();
     // SAFETY: jlrs's init runs once per process (STATE is NotStarted and locked); the paths are
     // checked by jlrs before jl_init.
     let mut runtime = unsafe { jlrs::Julia::init_with_image(STACK_SLOTS, bindir.clone(), image) }
@@ -139,6 +141,7 @@ fn start_runtime() -> std::result::Result<*mut jlrs::Julia, String> {
         )
     })?;
     unblock_host_signals();
+    stdio.restore();
     let source = source.to_string_lossy().into_owned();
     let loaded = runtime.dynamic_frame(|global, frame| {
         let path = Value::new(frame, source.as_str())?;
@@ -200,5 +203,37 @@ fn unblock_host_signals() {
         libc::sigaddset(&mut set, libc::SIGINT);
         libc::sigaddset(&mut set, libc::SIGTERM);
         libc::pthread_sigmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut());
+    }
+}
+
+/// The file status flags of the host's stdin, stdout and stderr. Julia's start opens them as
+/// libuv streams, which makes pipes non-blocking: a host that then reads or writes them (a
+/// Python `for line in sys.stdin`, a large `print`) would see `EAGAIN` as an early end of
+/// input or an error. The host's modes are put back once Julia has started.
+struct StdioModes([c_int; 3]);
+
+impl StdioModes {
+    fn save() -> StdioModes {
+        // SAFETY: F_GETFL only reads the flags of a descriptor (-1 for a closed one).
+        StdioModes([0, 1, 2].map(|fd| unsafe { libc::fcntl(fd, libc::F_GETFL) }))
+    }
+
+    fn restore(&self) {
+        for (fd, &flags) in (0..).zip(&self.0) {
+            if flags == -1 {
+                continue;
+            }
+            // SAFETY: F_GETFL/F_SETFL on the host's own descriptors; only O_NONBLOCK is put back.
+            unsafe {
+                let now = libc::fcntl(fd, libc::F_GETFL);
+                if now != -1 && (now ^ flags) & libc::O_NONBLOCK != 0 {
+                    libc::fcntl(
+                        fd,
+                        libc::F_SETFL,
+                        (now & !libc::O_NONBLOCK) | (flags & libc::O_NONBLOCK),
+                    );
+                }
+            }
+        }
     }
 }

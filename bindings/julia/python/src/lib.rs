@@ -2,10 +2,10 @@
 //! arguments taken from any DLPack producer and array results returned as `dlbridge.Tensor`s,
 //! never copied.
 
-use std::ffi::{c_void, CStr};
+use std::ffi::{c_int, c_void, CStr};
 
 use dlbridge::export::to_versioned;
-use dlbridge::ffi::DLManagedTensorVersioned;
+use dlbridge::ffi::{DLManagedTensorVersioned, DLPackExchangeAPI};
 use dlbridge::{Flags, ManagedTensor, Tensor};
 use dlbridge_julia::{Argument, Error, Julia, Output};
 use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
@@ -21,10 +21,8 @@ create_exception!(
     "An exception thrown by Julia; its text is Julia's own message (showerror)."
 );
 
-/// Name of a capsule holding a `DLManagedTensorVersioned`.
-const VERSIONED: &CStr = c"dltensor_versioned";
-/// Name of a consumed versioned capsule.
-const USED_VERSIONED: &CStr = c"used_dltensor_versioned";
+/// Name of the capsule holding a type's DLPack C exchange API table.
+const EXCHANGE_API: &CStr = c"dlpack_exchange_api";
 
 /// A Julia value that has no Python counterpart (a function, a dictionary, ...), by its summary.
 #[pyclass(module = "dlbridge.julia", frozen)]
@@ -51,6 +49,57 @@ fn from_dlpack(py: Python<'_>) -> PyResult<&Bound<'_, PyAny>> {
         .map(|f| f.bind(py))
 }
 
+/// The entry points of `dlbridge.Tensor`'s C exchange API (`__dlpack_c_exchange_api__`), looked
+/// up once: a `dlbridge.Tensor` is exported, and a managed tensor wrapped as one, in one C call
+/// each, without a capsule.
+#[derive(Clone, Copy)]
+struct TensorApi {
+    /// `dlbridge.Tensor` itself.
+    ty: *mut ffi::PyTypeObject,
+    /// Exports a `dlbridge.Tensor` (a new reference to its memory).
+    from_py_object: unsafe extern "C" fn(*mut c_void, *mut *mut DLManagedTensorVersioned) -> c_int,
+    /// Wraps (and owns) a managed tensor as a `dlbridge.Tensor`.
+    to_py_object: unsafe extern "C" fn(*mut DLManagedTensorVersioned, *mut *mut c_void) -> c_int,
+}
+
+// SAFETY: a type object and two function pointers of the `dlbridge` extension, which is never
+// unloaded; they are used with the GIL held only.
+unsafe impl Send for TensorApi {}
+// SAFETY: as above.
+unsafe impl Sync for TensorApi {}
+
+fn tensor_api(py: Python<'_>) -> PyResult<TensorApi> {
+    static API: PyOnceLock<TensorApi> = PyOnceLock::new();
+    API.get_or_try_init(py, || {
+        let ty = py.import("dlbridge")?.getattr("Tensor")?;
+        let capsule = ty.getattr("__dlpack_c_exchange_api__")?;
+        // SAFETY: the name check fails (NULL, with an exception) for anything but the table's
+        // capsule; the table is static data of the dlbridge extension.
+        let api = unsafe {
+            let table = ffi::PyCapsule_GetPointer(capsule.as_ptr(), EXCHANGE_API.as_ptr());
+            if table.is_null() {
+                return Err(PyErr::fetch(py));
+            }
+            &*table.cast::<DLPackExchangeAPI>()
+        };
+        match (
+            api.header.version.major,
+            api.managed_tensor_from_py_object_no_sync,
+            api.managed_tensor_to_py_object_no_sync,
+        ) {
+            (1, Some(from_py_object), Some(to_py_object)) => Ok(TensorApi {
+                ty: ty.as_ptr().cast(),
+                from_py_object,
+                to_py_object,
+            }),
+            (major, ..) => Err(PyRuntimeError::new_err(format!(
+                "dlbridge.Tensor publishes an unusable DLPack exchange API (version {major})"
+            ))),
+        }
+    })
+    .copied()
+}
+
 /// The Julia runtime of this thread, started on first use.
 fn julia() -> PyResult<Julia> {
     Julia::start().map_err(to_py_err)
@@ -68,28 +117,23 @@ fn to_py_err(e: Error) -> PyErr {
 /// export of it (read-only producers stay flagged read-only).
 fn take_tensor(obj: &Bound<'_, PyAny>) -> PyResult<Tensor> {
     let py = obj.py();
-    let t = from_dlpack(py)?.call1((obj,))?;
-    let max_version = (1u32, 3u32);
-    let kwargs = [(intern!(py, "max_version"), max_version)];
-    let capsule = t.call_method(
-        intern!(py, "__dlpack__"),
-        (),
-        Some(&pyo3::types::IntoPyDict::into_py_dict(kwargs, py)?),
-    )?;
-    // SAFETY: a capsule object (checked by the name lookup, which fails for anything else); the
-    // pointer is taken and the capsule renamed before anything can fail, so the capsule's
-    // destructor no longer deletes the tensor we now own.
-    let managed = unsafe {
-        let p = ffi::PyCapsule_GetPointer(capsule.as_ptr(), VERSIONED.as_ptr());
-        if p.is_null() {
-            return Err(PyErr::fetch(py));
-        }
-        if ffi::PyCapsule_SetName(capsule.as_ptr(), USED_VERSIONED.as_ptr()) != 0 {
-            return Err(PyErr::fetch(py));
-        }
-        ManagedTensor::from_versioned(p.cast::<DLManagedTensorVersioned>())
+    let api = tensor_api(py)?;
+    let imported;
+    let t = if obj.get_type().as_ptr().cast() == api.ty {
+        obj
+    } else {
+        imported = from_dlpack(py)?.call1((obj,))?;
+        &imported
+    };
+    let mut p = std::ptr::null_mut();
+    // SAFETY: `t` is a live `dlbridge.Tensor` (the type the table belongs to), the GIL is held;
+    // on success `p` is a new managed tensor that we own.
+    if unsafe { (api.from_py_object)(t.as_ptr().cast(), &mut p) } != 0 {
+        return Err(PyErr::fetch(py));
     }
-    .map_err(|e| PyValueError::new_err(e.to_string()))?;
+    // SAFETY: an owned, fresh export of dlbridge (its deleter runs once, here on failure).
+    let managed = unsafe { ManagedTensor::from_versioned(p) }
+        .map_err(|e| PyValueError::new_err(e.to_string()))?;
     Ok(Tensor::from_managed(managed))
 }
 
@@ -121,24 +165,16 @@ fn to_argument(obj: &Bound<'_, PyAny>) -> PyResult<Argument<'static>> {
 fn to_py(py: Python<'_>, output: Output) -> PyResult<Py<PyAny>> {
     Ok(match output {
         Output::Tensor(t) => {
+            let api = tensor_api(py)?;
             let export = to_versioned(t, Flags::empty());
-            // SAFETY: `export` is ours; the name is static; the destructor deletes only a capsule
-            // nobody consumed (renamed), so the deleter runs once either way.
-            let capsule = unsafe {
-                ffi::PyCapsule_New(
-                    export.as_ptr().cast::<c_void>(),
-                    VERSIONED.as_ptr(),
-                    Some(release_unconsumed),
-                )
-            };
-            if capsule.is_null() {
-                // SAFETY: the capsule was not made, so the export is still ours to delete once.
-                unsafe { delete(export.as_ptr()) };
+            let mut obj = std::ptr::null_mut();
+            // SAFETY: the GIL is held; ownership of `export` passes to dlbridge, which runs its
+            // deleter itself if it cannot wrap it.
+            if unsafe { (api.to_py_object)(export.as_ptr(), &mut obj) } != 0 {
                 return Err(PyErr::fetch(py));
             }
-            // SAFETY: a new reference from PyCapsule_New.
-            let capsule = unsafe { Bound::from_owned_ptr(py, capsule) };
-            from_dlpack(py)?.call1((capsule,))?.unbind()
+            // SAFETY: a new reference to the `dlbridge.Tensor` just made.
+            unsafe { Bound::from_owned_ptr(py, obj.cast()) }.unbind()
         }
         Output::Float(x) => x.into_pyobject(py)?.into_any().unbind(),
         Output::Int(x) => x.into_pyobject(py)?.into_any().unbind(),
@@ -154,31 +190,6 @@ fn to_py(py: Python<'_>, output: Output) -> PyResult<Py<PyAny>> {
         }
         Output::Other(summary) => Py::new(py, JuliaValue { summary })?.into_any(),
     })
-}
-
-/// Runs a versioned managed tensor's deleter.
-///
-/// # Safety
-/// `managed` is an owned, not yet deleted managed tensor, not used afterwards.
-unsafe fn delete(managed: *mut DLManagedTensorVersioned) {
-    // SAFETY: per the contract.
-    unsafe {
-        if let Some(deleter) = (*managed).deleter {
-            deleter(managed);
-        }
-    }
-}
-
-/// Destructor of result capsules: deletes the tensor unless a consumer renamed the capsule.
-unsafe extern "C" fn release_unconsumed(capsule: *mut ffi::PyObject) {
-    // SAFETY: called by Python with the capsule; a capsule still named "dltensor_versioned" owns
-    // its tensor (consumers rename it when they take it over).
-    unsafe {
-        if ffi::PyCapsule_IsValid(capsule, VERSIONED.as_ptr()) == 1 {
-            let p = ffi::PyCapsule_GetPointer(capsule, VERSIONED.as_ptr());
-            delete(p.cast::<DLManagedTensorVersioned>());
-        }
-    }
 }
 
 /// eval(code, /)

@@ -4,6 +4,8 @@ tensors, Julia's exceptions, the owning thread and Ctrl-C."""
 import gc
 import os
 import signal
+import subprocess
+import sys
 import threading
 import time
 
@@ -174,3 +176,18 @@ def test_ctrl_c_raises_keyboard_interrupt():
 
 def test_julia_keeps_working_after_an_interrupt():
     assert jl.call("total", np.ones(4)) == 4.0
+
+
+def test_host_pipes_stay_blocking_after_julia_starts():
+    # Julia's start opens stdin/stdout/stderr as libuv streams, which makes pipes non-blocking; a
+    # host reading its stdin line by line would then see an early end of input.
+    script = (
+        "import os; from dlbridge import julia as jl; jl.eval('1'); "
+        "print([os.get_blocking(fd) for fd in (0, 1, 2)])"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=120, text=True,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[True, True, True]"

@@ -15,7 +15,9 @@
 # behind function barriers (no small Unions of array types: Julia 1.5's LLVM can abort on them for
 # ComplexF32).
 
-using DLBridge
+# An embedding host's guest (guest.jl) includes this file into a module that already imported the
+# DLBridge its host loaded: that one is used, not a second copy.
+isdefined(@__MODULE__, :DLBridge) || using DLBridge
 using Libdl
 
 const DTYPES = Dict{String,DataType}(
@@ -573,4 +575,5 @@ function main()
     return 0
 end
 
-exit(main())
+# Run as a script (not included by guest.jl): serve requests.
+abspath(PROGRAM_FILE) == @__FILE__() && exit(main())

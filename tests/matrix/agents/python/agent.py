@@ -15,7 +15,8 @@ peers torch, jax and mlx and checks their imports (see "Peers" below).
 
 ``host c out|in DTYPE LAYOUT`` (in-process pairs, PROTOCOL.md) loads the C guest library with
 ctypes: ``out`` hands numpy's own versioned capsule's managed tensor to the guest, ``in`` wraps
-the guest's export in a ``dltensor_versioned`` capsule for ``dlbridge.from_dlpack``.
+the guest's export in a ``dltensor_versioned`` capsule for ``dlbridge.from_dlpack``. ``host julia``
+does the same with the Julia guest (``JuliaGuest``: Julia embedded through ``dlbridge.julia``).
 
 Launch (from the repository root): ``"$venv/bin/python" tests/matrix/agents/python/agent.py``
 where ``venv=$(scripts/python-install.sh)``.
@@ -651,6 +652,8 @@ _guests: dict = {}
 
 def guest_library(name: str):
     """The guest library of runtime `name` ($DLBRIDGE_MATRIX_GUEST_<NAME>), loaded once."""
+    if name == "julia" and name not in _guests:
+        _guests[name] = JuliaGuest()
     if name not in _guests:
         import os
 
@@ -673,6 +676,54 @@ def guest_library(name: str):
             f.restype, f.argtypes = restype, argtypes
         _guests[name] = lib
     return _guests[name]
+
+
+class JuliaGuest:
+    """The Julia guest (tests/matrix/agents/julia/guest.jl) in this process, through Julia embedded
+    by ``dlbridge.julia``: the guest ABI's calls become ``jl.call("MatrixGuest.<call>", ...)``,
+    with managed tensors and addresses as ints, so each side exports and imports with its own
+    frontend (numpy's ``__dlpack__`` and ``dlbridge.from_dlpack``, ``DLBridge.export_tensor`` and
+    ``import_tensor``)."""
+
+    def __init__(self) -> None:
+        import pathlib
+
+        peers()  # jax must be imported before Julia starts (it crashes when imported after)
+        from dlbridge import julia as jl
+
+        guest = pathlib.Path(__file__).resolve().parents[1] / "julia" / "guest.jl"
+        jl.eval(f'include("{guest}")')
+        self._jl = jl
+        self._message = b""
+
+    def _reply(self, call: str, *args) -> int:
+        line = self._jl.call(f"MatrixGuest.{call}", *args)
+        self._message = line.encode()
+        return {"ok": 0, "unsupported": 2}.get(line.partition(" ")[0], 1)
+
+    def matrix_guest_produce(self, dtype: bytes, layout: bytes) -> int:
+        return self._reply("produce", dtype.decode(), layout.decode())
+
+    def matrix_guest_produced(self) -> int:
+        return self._jl.call("MatrixGuest.produced")
+
+    def matrix_guest_produced_element0(self) -> int:
+        return self._jl.call("MatrixGuest.produced_element0")
+
+    def matrix_guest_check_written(self) -> int:
+        return self._reply("check_written")
+
+    def matrix_guest_check_released(self) -> int:
+        return self._reply("check_released")
+
+    def matrix_guest_consume(self, dtype: bytes, layout: bytes, managed: int, element0: int) -> int:
+        return self._reply("consume", dtype.decode(), layout.decode(), managed, element0)
+
+    def matrix_guest_drop(self) -> int:
+        return self._reply("drop")
+
+    def matrix_guest_message(self) -> bytes:
+        return self._message
 
 
 def guest_result(lib, name: str, status: int) -> str:

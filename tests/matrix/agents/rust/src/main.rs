@@ -2,8 +2,9 @@
 //!
 //! Reads one request per line on stdin and answers one line on stdout (flushed), using the
 //! dlbridge core directly: `self` exchanges through `export::to_versioned` and
-//! `ManagedTensor::from_versioned`, `produce` and `consume` through `dlbridge::shm`. Failed
-//! checks, errors and panics become `fail REASON` lines; diagnostics go to stderr.
+//! `ManagedTensor::from_versioned`, `produce` and `consume` through `dlbridge::shm`, `host`
+//! with a guest library in this process (`dlbridge_matrix_agent::host`). Failed checks, errors
+//! and panics become `fail REASON` lines; diagnostics go to stderr.
 
 use std::io::{self, BufRead, Write};
 use std::panic::{self, AssertUnwindSafe};
@@ -12,6 +13,7 @@ use half::{bf16, f16};
 use num_complex::{Complex32, Complex64};
 
 use dlbridge_matrix_agent::cases::{CaseElement, Dtype, Layout};
+use dlbridge_matrix_agent::host::{self, Guest, Outcome};
 use dlbridge_matrix_agent::requests;
 
 /// A parsed request line.
@@ -25,6 +27,8 @@ enum Request {
     Consume(Dtype, Layout, String),
     /// `self DTYPE LAYOUT`.
     SelfExchange(Dtype, Layout),
+    /// `host GUEST out|in DTYPE LAYOUT` (`true` for `out`).
+    Host(String, bool, Dtype, Layout),
     /// `quit`.
     Quit,
 }
@@ -61,24 +65,49 @@ fn parse(line: &str) -> Result<Request, String> {
                 words[3].to_owned(),
             ))
         }
+        "host" => {
+            arity(5, "host GUEST out|in DTYPE LAYOUT")?;
+            let out = match words[2] {
+                "out" => true,
+                "in" => false,
+                other => return Err(format!("unknown direction {other:?} (expected out or in)")),
+            };
+            Ok(Request::Host(
+                words[1].to_owned(),
+                out,
+                words[3].parse()?,
+                words[4].parse()?,
+            ))
+        }
         other => Err(format!(
-            "unknown request {other:?} (expected hello, produce, consume, self or quit)"
+            "unknown request {other:?} (expected hello, produce, consume, self, host or quit)"
         )),
     }
 }
 
 /// Runs a case request for element type `T`; returns the payload after `ok`.
-fn run<T: CaseElement>(request: &Request) -> Result<String, String> {
+fn run<T: CaseElement>(request: &Request) -> Result<String, Outcome> {
     match request {
-        Request::Produce(_, layout) => requests::produce::<T>(*layout),
-        Request::Consume(_, layout, handle) => requests::consume::<T>(*layout, handle),
-        Request::SelfExchange(_, layout) => requests::self_exchange::<T>(*layout),
-        Request::Hello | Request::Quit => Err(format!("{request:?} is not a case request")),
+        Request::Produce(_, layout) => Ok(requests::produce::<T>(*layout)?),
+        Request::Consume(_, layout, handle) => Ok(requests::consume::<T>(*layout, handle)?),
+        Request::SelfExchange(_, layout) => Ok(requests::self_exchange::<T>(*layout)?),
+        Request::Host(name, out, dtype, layout) => {
+            let guest = Guest::load(name)?;
+            let dtype = dtype.to_string();
+            if *out {
+                host::out::<T>(&guest, name, &dtype, *layout)
+            } else {
+                host::into::<T>(&guest, name, &dtype, *layout)
+            }
+        }
+        Request::Hello | Request::Quit => {
+            Err(Outcome::Fail(format!("{request:?} is not a case request")))
+        }
     }
 }
 
 /// Runs a case request with the Rust element type of `dtype`.
-fn dispatch(dtype: Dtype, request: &Request) -> Result<String, String> {
+fn dispatch(dtype: Dtype, request: &Request) -> Result<String, Outcome> {
     match dtype {
         Dtype::Bool => run::<bool>(request),
         Dtype::Int8 => run::<i8>(request),
@@ -99,13 +128,14 @@ fn dispatch(dtype: Dtype, request: &Request) -> Result<String, String> {
 }
 
 /// Answers one parsed request; the payload after `ok`, or the reason after `fail`.
-fn answer(request: &Request) -> Result<String, String> {
+fn answer(request: &Request) -> Result<String, Outcome> {
     match request {
         Request::Hello => Ok("rust".to_owned()),
-        Request::Quit => Err("quit has no answer".to_owned()),
+        Request::Quit => Err(Outcome::Fail("quit has no answer".to_owned())),
         Request::Produce(dtype, _)
         | Request::Consume(dtype, ..)
-        | Request::SelfExchange(dtype, _) => dispatch(*dtype, request),
+        | Request::SelfExchange(dtype, _)
+        | Request::Host(_, _, dtype, _) => dispatch(*dtype, request),
     }
 }
 
@@ -117,11 +147,12 @@ fn respond(request: &Request) -> String {
             .map(|s| (*s).to_owned())
             .or_else(|| p.downcast_ref::<String>().cloned())
             .unwrap_or_else(|| "(no message)".to_owned());
-        Err(format!("panic: {message}"))
+        Err(Outcome::Fail(format!("panic: {message}")))
     });
     let line = match result {
         Ok(payload) => format!("ok {payload}"),
-        Err(reason) => format!("fail {reason}"),
+        Err(Outcome::Fail(reason)) => format!("fail {reason}"),
+        Err(Outcome::Unsupported(reason)) => format!("unsupported {reason}"),
     };
     line.replace(['\n', '\r'], " ")
 }
