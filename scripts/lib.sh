@@ -10,7 +10,7 @@ DLBRIDGE_CACHE=${DLBRIDGE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/dlbridge}
 export DLBRIDGE_CACHE
 
 # log MSG...: progress and errors go to stderr, so stdout stays for results.
-log() { printf '==> %s\n' "$*" >&2; }
+log() { printf '==> [%(%H:%M:%S)T] %s\n' -1 "$*" >&2; }
 
 # ensure_venv NAME REQUIREMENTS_FILE...: print the path of a venv that has the requirement
 # files installed, building it on first use. The path is keyed by the files' contents and the
