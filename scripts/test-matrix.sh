@@ -5,6 +5,7 @@
 #
 #   scripts/test-matrix.sh          run it; say whether docs/matrix.md shows the same table
 #   scripts/test-matrix.sh --docs   run it and also write docs/matrix.md (`./just matrix-docs`)
+#   scripts/test-matrix.sh --pairs python:rust,rust:python   run only those ordered cells
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 source "$REPO_ROOT/scripts/frontends.sh"
 cd "$REPO_ROOT"
@@ -21,6 +22,20 @@ eval "$("$REPO_ROOT/scripts/julia-build-env.sh")"
     --example matrix-julia-guest
 } >>"$target/matrix-build.log" 2>&1 || { tail -n 40 "$target/matrix-build.log" >&2; exit 1; }
 export DLBRIDGE_JULIA_PACKAGE=$REPO_ROOT/bindings/julia/DLBridge
+# The Rust guest of python ⇄ rust: a pyo3 extension on dlbridge-pyo3, installed into a folder of
+# this clone (not the shared venv) that the Python agent imports it from.
+log "building the Rust guest's pyo3 extension (python ⇄ rust in-process)"
+export DLBRIDGE_MATRIX_GUEST_RUST_PYO3=$target/matrix/pyo3-guest
+{
+  wheels=$(mktemp -d)
+  "$PYTHON_VENV/bin/maturin" build --release --quiet --locked \
+    --manifest-path tests/matrix/agents/rust/pyo3-guest/Cargo.toml \
+    --interpreter "$PYTHON_VENV/bin/python" --out "$wheels"
+  rm -rf "$DLBRIDGE_MATRIX_GUEST_RUST_PYO3"
+  "$PYTHON_VENV/bin/python" -m pip install --quiet --disable-pip-version-check --no-deps \
+    --target "$DLBRIDGE_MATRIX_GUEST_RUST_PYO3" "$wheels"/matrix_rust_guest-*.whl
+  rm -rf "$wheels"
+} >>"$target/matrix-build.log" 2>&1 || { tail -n 40 "$target/matrix-build.log" >&2; exit 1; }
 log "building the Rust and C agents"
 cargo build --locked --release --quiet -p dlbridge-matrix-agent
 bash tests/matrix/agents/c/build.sh >&2

@@ -2,7 +2,8 @@
 PROTOCOL.md, and one producer x consumer table is printed and written to
 target/matrix/matrix.md (under CARGO_TARGET_DIR when set). With `--docs` (`./just matrix-docs`)
 the table is also written to docs/matrix.md; without it the run only says whether
-docs/matrix.md still shows the same table, and never writes a tracked file.
+docs/matrix.md still shows the same table, and never writes a tracked file. `--pairs
+python:rust,rust:python` runs only those ordered cells (and starts only their agents).
 
 Each runtime's agent is started once, with the command in DLBRIDGE_MATRIX_<RUNTIME> (set by
 scripts/test-matrix.sh). A runtime exchanges with itself in-process (zero-copy proven by the
@@ -42,8 +43,7 @@ SHM_ONLY = {
     " embedding addon that the project does not build",
     "julia ⇄ mojo": "neither frontend embeds the other runtime: DLBridge.jl talks to C only, and"
     " the Mojo package to C and CPython only",
-    "rust ⇄ python, rust ⇄ node": "shm only until the extension"
-    " crates (pyo3, napi-rs) bring their in-process pairs",
+    "rust ⇄ node": "shm only until the extension crate for napi-rs brings its in-process pair",
 }
 IN_PROCESS_HOSTS = {
     frozenset(("c", "python")): "python",  # ctypes loads the C guest library
@@ -55,6 +55,7 @@ IN_PROCESS_HOSTS = {
     frozenset(("mojo", "python")): "mojo",  # the embedded CPython imports the Python agent
     frozenset(("python", "julia")): "python",  # dlbridge.julia embeds Julia, which loads its guest
     frozenset(("rust", "julia")): "rust",  # dlopen of the Julia guest library (Julia through jlrs)
+    frozenset(("python", "rust")): "python",  # imports the Rust guest's pyo3 extension (dlbridge-pyo3)
 }
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
@@ -179,15 +180,41 @@ def split(answer: str, runtime: str):
     return "fail", f"{runtime}: unexpected answer {answer!r}"
 
 
+USAGE = """usage: driver.py [--docs | --pairs PRODUCER:CONSUMER[,...]]
+  --docs    also write the table to docs/matrix.md
+  --pairs   run only these ordered cells (e.g. python:rust,rust:python), starting only their
+            agents; the table shows the other cells as not run"""
+
+
+def parse_args(args: list[str]):
+    """(write_docs, cells to run): every ordered pair unless --pairs names some."""
+    every = [(p, c) for p in RUNTIMES for c in RUNTIMES]
+    if not args:
+        return False, every
+    if args == ["--docs"]:
+        return True, every
+    if len(args) == 2 and args[0] == "--pairs":
+        cells = []
+        for item in args[1].split(","):
+            pair = tuple(item.split(":"))
+            if len(pair) != 2 or any(r not in RUNTIMES for r in pair):
+                raise ValueError(f"--pairs: {item!r} is not PRODUCER:CONSUMER with runtimes from {' '.join(RUNTIMES)}")
+            cells.append(pair)
+        return False, [cell for cell in every if cell in cells]
+    raise ValueError(f"unexpected arguments {' '.join(args)!r}")
+
+
 def main() -> int:
-    write_docs = sys.argv[1:] == ["--docs"]
-    if sys.argv[1:] and not write_docs:
-        print(f"usage: driver.py [--docs] (got {' '.join(sys.argv[1:])!r})", file=sys.stderr)
+    try:
+        write_docs, selected = parse_args(sys.argv[1:])
+    except ValueError as e:
+        print(f"{e}\n{USAGE}", file=sys.stderr)
         return 2
+    partial = len(selected) < len(RUNTIMES) ** 2
     logs = pathlib.Path(os.environ.get("CARGO_TARGET_DIR", ROOT / "target")) / "matrix"
     logs.mkdir(parents=True, exist_ok=True)
     agents, broken = {}, []
-    for runtime in RUNTIMES:
+    for runtime in [r for r in RUNTIMES if any(r in cell for cell in selected)]:
         command = os.environ.get(f"DLBRIDGE_MATRIX_{runtime.upper()}")
         if not command:
             broken.append(f"{runtime}: DLBRIDGE_MATRIX_{runtime.upper()} is not set")
@@ -203,31 +230,30 @@ def main() -> int:
 
     started = time.monotonic()
     cells, failures, unsupported, handles = {}, [], {}, []
-    for producer in RUNTIMES:
-        for consumer in RUNTIMES:
-            host = IN_PROCESS_HOSTS.get(frozenset((producer, consumer)))
-            modes = ["in-process"] if producer == consumer else (["in-process"] if host else []) + ["shm"]
-            cell = {"seconds": 0.0}
-            cell_started = time.monotonic()
-            for mode in modes:
-                tally = cell[mode] = {"ok": 0, "fail": 0, "unsupported": 0}
-                for dtype in DTYPES:
-                    for layout in LAYOUTS:
-                        missing = [r for r in (producer, consumer) if r not in agents]
-                        if missing:
-                            status, detail = "fail", f"agent for {missing[0]} did not start"
-                        elif mode == "in-process" and producer != consumer:
-                            status, detail = exchange_in_process(agents, host, producer, consumer, dtype, layout)
-                        else:
-                            status, detail = exchange(agents, producer, consumer, dtype, layout, handles)
-                        tally[status] += 1
-                        where = f"{producer}->{consumer} {mode} {dtype}/{layout}"
-                        if status == "fail":
-                            failures.append(f"{where}: {detail}")
-                        elif status == "unsupported":
-                            unsupported.setdefault(detail, []).append(where)
-            cell["seconds"] = time.monotonic() - cell_started
-            cells[producer, consumer] = cell
+    for producer, consumer in selected:
+        host = IN_PROCESS_HOSTS.get(frozenset((producer, consumer)))
+        modes = ["in-process"] if producer == consumer else (["in-process"] if host else []) + ["shm"]
+        cell = {"seconds": 0.0}
+        cell_started = time.monotonic()
+        for mode in modes:
+            tally = cell[mode] = {"ok": 0, "fail": 0, "unsupported": 0}
+            for dtype in DTYPES:
+                for layout in LAYOUTS:
+                    missing = [r for r in (producer, consumer) if r not in agents]
+                    if missing:
+                        status, detail = "fail", f"agent for {missing[0]} did not start"
+                    elif mode == "in-process" and producer != consumer:
+                        status, detail = exchange_in_process(agents, host, producer, consumer, dtype, layout)
+                    else:
+                        status, detail = exchange(agents, producer, consumer, dtype, layout, handles)
+                    tally[status] += 1
+                    where = f"{producer}->{consumer} {mode} {dtype}/{layout}"
+                    if status == "fail":
+                        failures.append(f"{where}: {detail}")
+                    elif status == "unsupported":
+                        unsupported.setdefault(detail, []).append(where)
+        cell["seconds"] = time.monotonic() - cell_started
+        cells[producer, consumer] = cell
     for agent in agents.values():
         agent.close()
     leftovers = [h for h in handles if held(h)]
@@ -246,6 +272,8 @@ def main() -> int:
     if write_docs:
         docs.write_text(table)
         print(f"wrote {docs.relative_to(ROOT)}")
+    elif partial:
+        print(f"a partial run ({len(selected)} of {len(RUNTIMES) ** 2} cells): docs/matrix.md not compared")
     elif substance(docs.read_text() if docs.exists() else "") != substance(table):
         print(f"docs/matrix.md shows another table than this run ({logs / 'matrix.md'});"
               " `./just matrix-docs` regenerates it")
@@ -289,11 +317,11 @@ def render(cells, failures, unsupported, leftovers, broken, ok, fail, unsup, ela
         for c in RUNTIMES:
             parts = []
             for mode in ("in-process", "shm"):
-                t = cells[p, c].get(mode)
+                t = cells.get((p, c), {}).get(mode)
                 if t is not None:
                     mark = "" if t["fail"] == 0 else " **FAILED**"
                     parts.append(f"{t['ok']}/{t['ok'] + t['fail']} {mode}{mark}")
-            row.append(" · ".join(parts))
+            row.append(" · ".join(parts) if (p, c) in cells else "not run")
         lines.append(f"| **{p}** | " + " | ".join(row) + " |")
     pairs = sorted(IN_PROCESS_HOSTS.items(), key=lambda kv: sorted(kv[0]))
     lines += [

@@ -17,6 +17,9 @@ peers torch, jax and mlx and checks their imports (see "Peers" below).
 ctypes: ``out`` hands numpy's own versioned capsule's managed tensor to the guest, ``in`` wraps
 the guest's export in a ``dltensor_versioned`` capsule for ``dlbridge.from_dlpack``. ``host julia``
 does the same with the Julia guest (``JuliaGuest``: Julia embedded through ``dlbridge.julia``).
+``host rust`` imports the Rust guest's pyo3 extension (``RustGuest``: built on dlbridge-pyo3),
+which takes the numpy array as a tensor argument and returns its Rust tensor as a
+``dlbridge.Tensor``.
 
 Launch (from the repository root): ``"$venv/bin/python" tests/matrix/agents/python/agent.py``
 where ``venv=$(scripts/python-install.sh)``.
@@ -654,6 +657,8 @@ def guest_library(name: str):
     """The guest library of runtime `name` ($DLBRIDGE_MATRIX_GUEST_<NAME>), loaded once."""
     if name == "julia" and name not in _guests:
         _guests[name] = JuliaGuest()
+    if name == "rust" and name not in _guests:
+        _guests[name] = RustGuest()
     if name not in _guests:
         import os
 
@@ -726,6 +731,79 @@ class JuliaGuest:
         return self._message
 
 
+class RustGuest:
+    """The Rust guest as a pyo3 extension module, ``matrix_rust_guest``
+    (tests/matrix/agents/rust/pyo3-guest, on dlbridge-pyo3 and the Rust agent's case code),
+    imported from the folder in ``$DLBRIDGE_MATRIX_GUEST_RUST_PYO3``. Tensors cross as Python
+    objects, as a pyo3 extension's users pass them: numpy's array itself (or the bfloat16 capsule)
+    goes out as a ``PyTensor`` argument; Rust's tensor comes back from the call as dlbridge-pyo3's
+    ``Export``, a ``dlbridge.Tensor`` over the Rust memory. The module's ``CheckFailed`` (and any
+    other exception, e.g. an import's TypeError) becomes the guest ABI's ``fail``."""
+
+    hands_objects = True
+
+    def __init__(self) -> None:
+        import importlib
+        import os
+
+        variable = "DLBRIDGE_MATRIX_GUEST_RUST_PYO3"
+        folder = os.environ.get(variable)
+        if not folder:
+            raise Unsupported(f"no pyo3 guest for rust (${variable} is not set)")
+        sys.path.insert(0, folder)
+        try:
+            self._m = importlib.import_module("matrix_rust_guest")
+        finally:
+            sys.path.remove(folder)
+        self._message = b""
+
+    def _reply(self, call, *args) -> int:
+        try:
+            result = call(*args)
+        except self._m.CheckFailed as e:
+            self._message = f"fail {e}".encode()
+            return 1
+        except Exception as e:  # noqa: BLE001 - the guest's refusal is the case's failure
+            self._message = f"fail {type(e).__name__}: {e}".encode()
+            return 1
+        self._message = f"ok {'' if result is None else result}".encode()
+        return 0
+
+    def matrix_guest_produce(self, dtype: bytes, layout: bytes) -> int:
+        self._produced = None
+        return self._reply(self._produce, dtype.decode(), layout.decode())
+
+    def _produce(self, dtype: str, layout: str) -> None:
+        self._produced = self._m.produce(dtype, layout)
+
+    def matrix_guest_produced(self):
+        """The Rust tensor as Python received it (once)."""
+        produced, self._produced = self._produced, None
+        return produced
+
+    def matrix_guest_produced_element0(self) -> int:
+        return self._m.produced_element0()
+
+    def matrix_guest_check_written(self) -> int:
+        return self._reply(self._m.check_written)
+
+    def matrix_guest_check_released(self) -> int:
+        self._produced = None
+        return self._reply(self._m.check_released)
+
+    def matrix_guest_consume(self, dtype: bytes, layout: bytes, source, element0: int) -> int:
+        status = self._reply(self._m.consume, dtype.decode(), layout.decode(), source, element0)
+        if status == 0:
+            self._message = self._message + b" zero-copy"
+        return status
+
+    def matrix_guest_drop(self) -> int:
+        return self._reply(self._m.drop_import)
+
+    def matrix_guest_message(self) -> bytes:
+        return self._message
+
+
 def guest_result(lib, name: str, status: int) -> str:
     """The guest's reply for `status`; raises Fail / Unsupported naming the guest."""
     message = lib.matrix_guest_message().decode(errors="replace")
@@ -745,11 +823,16 @@ def host_out(lib, name: str, dtype: str, layout: str) -> str:
     deleter_before = _deleter_calls
     n = math.prod(view.shape)
     addr0 = view.__array_interface__["data"][0]
-    capsule = export_bfloat16(view) if dtype == "bfloat16" else view.__dlpack__(max_version=(1, 0))
-    managed = _PyCapsule_GetPointerObj(capsule, b"dltensor_versioned")
-    _PyCapsule_SetName(capsule, ctypes.addressof(_USED_NAME))  # the guest owns it now
-    del capsule
-    answer = guest_result(lib, name, lib.matrix_guest_consume(dtype.encode(), layout.encode(), managed, addr0))
+    if getattr(lib, "hands_objects", False):
+        # The guest takes the array (or the bfloat16 capsule) itself, as an extension's argument.
+        source = dlpack_source(dtype, view)
+    else:
+        capsule = export_bfloat16(view) if dtype == "bfloat16" else view.__dlpack__(max_version=(1, 0))
+        source = _PyCapsule_GetPointerObj(capsule, b"dltensor_versioned")
+        _PyCapsule_SetName(capsule, ctypes.addressof(_USED_NAME))  # the guest owns it now
+        del capsule
+    answer = guest_result(lib, name, lib.matrix_guest_consume(dtype.encode(), layout.encode(), source, addr0))
+    del source
     try:
         if n and layout != "readonly":
             value = sentinel(dtype)
@@ -774,14 +857,19 @@ def host_in(lib, name: str, dtype: str, layout: str) -> str:
     """The guest produces, this agent (dlbridge) consumes in this process."""
     guest_result(lib, name, lib.matrix_guest_produce(dtype.encode(), layout.encode()))
     try:
-        managed = lib.matrix_guest_produced()
         addr0 = lib.matrix_guest_produced_element0() or 0
-        capsule = _PyCapsule_New(
-            managed, ctypes.addressof(_CAPSULE_NAME),
-            ctypes.cast(_foreign_capsule_destructor, ctypes.c_void_p),
-        )
-        t = dlbridge.from_dlpack(capsule)
-        del capsule
+        if getattr(lib, "hands_objects", False):
+            # The guest returned its tensor as a Python object (a dlbridge.Tensor already).
+            produced = lib.matrix_guest_produced()
+            t = produced if isinstance(produced, dlbridge.Tensor) else dlbridge.from_dlpack(produced)
+            del produced
+        else:
+            capsule = _PyCapsule_New(
+                lib.matrix_guest_produced(), ctypes.addressof(_CAPSULE_NAME),
+                ctypes.cast(_foreign_capsule_destructor, ctypes.c_void_p),
+            )
+            t = dlbridge.from_dlpack(capsule)
+            del capsule
         n = check_tensor(t, dtype, layout, copied=False, where=f"import from {name}")
         want_strides = PRODUCER_STRIDES[layout]
         if n and t.strides != want_strides:
