@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # Builds libdlbridge (crates/dlbridge-capi), compiles the C test program against the official
 # dlpack.h and include/dlbridge.h, and runs it plainly and under valgrind (no definite leaks, no
-# memory errors). Output goes to target/capi-test/.
+# memory errors). Output goes to target/capi-test/ (under CARGO_TARGET_DIR when set).
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 cd "$REPO_ROOT"
 capi=crates/dlbridge-capi
-lib_dir=$REPO_ROOT/target/debug
-out_dir=$REPO_ROOT/target/capi-test
+target=${CARGO_TARGET_DIR:-$REPO_ROOT/target}
+lib_dir=$target/debug
+out_dir=$target/capi-test
 mkdir -p "$out_dir"
 
 log "building libdlbridge (cargo build -p dlbridge-capi)"
