@@ -12,6 +12,8 @@ returns one for any tensor.
 vector over the bytes the layout spans, so indexing is bounds-checked and never leaves that span.
 It implements the strided-array interface (`strides`, `pointer`, `Base.unsafe_convert`), so
 BLAS-backed and other strided code accepts it, and `DLBridge.share` can hand it on.
+`parent(S)` is the vector over the span: the array whose finalizer drops the view's reference to
+the tensor (a view without elements has a new, empty one).
 """
 struct StridedView{T,N} <: AbstractArray{T,N}
     span::Vector{T}
@@ -25,6 +27,7 @@ Base.strides(S::StridedView) = S.strides
 Base.IndexStyle(::Type{<:StridedView}) = IndexCartesian()
 Base.elsize(::Type{<:StridedView{T}}) where {T} = sizeof(T)
 Base.pointer(S::StridedView) = pointer(S.span, S.offset)
+Base.parent(S::StridedView) = S.span
 Base.unsafe_convert(::Type{Ptr{T}}, S::StridedView{T}) where {T} = pointer(S)
 
 # Position in `span` of the element at index `I`.

@@ -105,6 +105,10 @@ end
     @test S isa DLBridge.StridedView{Float64,2}
     @test strides(S) == (2, -8)
     @test pointer(S) == p.element0
+    @test parent(S) isa Vector{Float64}
+    # The span runs from the last row (2 steps of -8 back) to the last column (3 steps of 2).
+    @test pointer(parent(S)) == p.element0 - 16 * sizeof(Float64)
+    @test length(parent(S)) == 16 + 6 + 1
     @test_throws BoundsError S[5, 1]
     @test collect(S) == [producer_get(p, (i - 1, j - 1)) for j in 1:4, i in 1:3]
     @test S[:, 2] == [producer_get(p, (1, j - 1)) for j in 1:4]

@@ -174,6 +174,7 @@ function drain_leftovers()
         GC.gc(true)
         DLBridge.collect_released()
     end
+    VIEWS_MADE[] = VIEWS_FREED[] = 0
     LEFTOVERS[] = false
     return nothing
 end
@@ -188,6 +189,27 @@ function collect_garbage(drain)
     n > 0 && return n
     GC.gc(true)
     return drain()
+end
+
+# The arrays over this case's imports (the views' parents, whose finalizers drop the views'
+# references to the tensors): how many were made and how many the GC finalized, so that
+# `drop_views()` knows when they are gone. (WeakRefs did not do: after the young collection that
+# ran their finalizers, most of them still pointed at the arrays.)
+const VIEWS_MADE = Ref(0)
+const VIEWS_FREED = Ref(0)
+count_view_free(_) = (VIEWS_FREED[] += 1; nothing)
+function watch!(S::DLBridge.StridedView)
+    VIEWS_MADE[] += 1
+    finalizer(count_view_free, parent(S))
+    return S
+end
+
+# Collects the arrays over this case's imports: their references to the tensors drop, and the
+# producer's deleter (or the segment's unmapping) follows.
+function drop_views()
+    collect_garbage(() -> VIEWS_FREED[] == VIEWS_MADE[] ? 1 : 0)
+    VIEWS_MADE[] = VIEWS_FREED[] = 0
+    return nothing
 end
 
 # After the producer dropped everything: the shared array's release arrived exactly once (the
@@ -350,7 +372,7 @@ const CASE_SHAPES = Dict("c" => (3, 4), "f" => (3, 4), "strided" => (3, 4),
     # mappings are read in place.
     source = readonly ? copy(t) : t
     try
-        S = DLBridge.wrap(DLBridge.StridedView{T,N}, source; order = :permuted)
+        S = watch!(DLBridge.wrap(DLBridge.StridedView{T,N}, source; order = :permuted))
         return check_elements(T, S, shape, "segment")
     finally
         source === t || finalize(source)
@@ -375,7 +397,7 @@ end
 
 function run_consume(::Type{T}, layout::String, handle::String, name::String) where {T}
     n = consume_open(T, layout, handle, name)
-    GC.gc(true)        # the arrays over the mapping go: the segment is unmapped
+    drop_views()       # the arrays over the mapping go: the segment is unmapped
     DLBridge.collect_released()
     return "ok $n"
 end
@@ -481,8 +503,8 @@ end
     DLBridge.isreadonly(ti) == readonly ||
         fail("import from $from has read-only flag $(DLBridge.isreadonly(ti)), expected $readonly")
     DLBridge.iscopied(ti) && fail("import from $from is flagged copied")
-    S = DLBridge.wrap(DLBridge.StridedView{T,N}, ti; order = :permuted,
-                      unsafe_ignore_readonly = readonly)
+    S = watch!(DLBridge.wrap(DLBridge.StridedView{T,N}, ti; order = :permuted,
+                             unsafe_ignore_readonly = readonly))
     n = check_elements(T, S, shape, "import from $from")
     if n > 0
         Ptr{Cvoid}(pointer(S)) == element0 ||
@@ -511,7 +533,7 @@ function run_host_in(g::Guest, ::Type{T}, name::String, layout::String) where {T
         finally
             finalize(ti)
         end
-        GC.gc(true)  # the array over the import goes: the guest's deleter runs
+        drop_views()  # the array over the import goes: the guest's deleter runs
     finally
         released = ccall(g.check_released, Cint, ())
     end

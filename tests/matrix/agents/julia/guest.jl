@@ -137,7 +137,7 @@ drop() = reply() do
     ti === nothing && fail("drop without an import")
     IMPORTED[] = nothing
     finalize(ti)
-    GC.gc(true)
+    drop_views()
     return "dropped"
 end
 
