@@ -45,6 +45,7 @@ impl<'py> PyTensor<'py> {
     }
 
     /// A view of the tensor's metadata and memory.
+    #[inline]
     pub fn view(&self) -> TensorView<'_> {
         match &self.source {
             Source::Managed(managed) => managed.view(),
@@ -53,46 +54,55 @@ impl<'py> PyTensor<'py> {
     }
 
     /// Dimension sizes.
+    #[inline]
     pub fn shape(&self) -> &[i64] {
         self.view().shape()
     }
 
     /// Strides in elements (negative for reversed axes).
+    #[inline]
     pub fn strides(&self) -> &[i64] {
         self.view().strides()
     }
 
     /// Number of dimensions.
+    #[inline]
     pub fn ndim(&self) -> usize {
         self.view().ndim()
     }
 
     /// Number of elements.
+    #[inline]
     pub fn len(&self) -> usize {
         self.view().size()
     }
 
     /// Whether the tensor has no elements.
+    #[inline]
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
 
     /// Element type.
+    #[inline]
     pub fn dtype(&self) -> DataType {
         self.view().dtype()
     }
 
     /// Device of the memory.
+    #[inline]
     pub fn device(&self) -> Device {
         self.view().device()
     }
 
     /// Whether the producer forbids writing (jax arrays, read-only numpy arrays, pyarrow).
+    #[inline]
     pub fn is_read_only(&self) -> bool {
         self.view().is_read_only()
     }
 
     /// Address of element 0.
+    #[inline]
     pub fn data_ptr(&self) -> *mut u8 {
         self.view().data_ptr()
     }
@@ -102,7 +112,7 @@ impl<'py> PyTensor<'py> {
     /// GIL themselves), or a borrowed buffer is released with the GIL taken for it.
     pub fn into_tensor(self) -> PyResult<Tensor> {
         match self.source {
-            Source::Managed(managed) => Ok(Tensor::from_managed(managed)),
+            Source::Managed(managed) => Ok(Tensor::from_managed(*managed)),
             Source::Buffer(buffer) => {
                 let view = buffer.view();
                 let (data, dtype, device, flags) =
@@ -118,7 +128,7 @@ impl<'py> PyTensor<'py> {
                         dtype,
                         device,
                         flags,
-                        Box::new(HeldBuffer(ManuallyDrop::new(*buffer))),
+                        Box::new(HeldBuffer(ManuallyDrop::new(buffer))),
                     )
                 }
                 .map_err(to_py_err)
@@ -146,6 +156,7 @@ impl Drop for HeldBuffer {
 impl<'a, 'py> FromPyObject<'a, 'py> for PyTensor<'py> {
     type Error = PyErr;
 
+    #[inline]
     fn extract(obj: Borrowed<'a, 'py, PyAny>) -> PyResult<Self> {
         PyTensor::new(&obj)
     }
@@ -235,7 +246,10 @@ impl<'py> Typed<'py> {
         let tensor = PyTensor::new(obj)?;
         let view = tensor.view();
         check::<T>(&view, ndim, c_contiguous, writable)?;
-        let span = view.byte_span();
+        let span = match &tensor.source {
+            Source::Managed(_) => view.byte_span(),
+            Source::Buffer(buffer) => buffer.byte_span(),
+        };
         let borrow = (!span.is_empty())
             .then(|| {
                 let base = view.data_ptr() as usize;
@@ -343,6 +357,7 @@ impl<'py, T: Element, const NDIM: usize, const C: bool> PyTensorRef<'py, T, NDIM
 impl<'py, T: Element, const NDIM: usize, const C: bool> Deref for PyTensorRef<'py, T, NDIM, C> {
     type Target = PyTensor<'py>;
 
+    #[inline]
     fn deref(&self) -> &PyTensor<'py> {
         &self.typed.tensor
     }
@@ -353,6 +368,7 @@ impl<'a, 'py, T: Element, const NDIM: usize, const C: bool> FromPyObject<'a, 'py
 {
     type Error = PyErr;
 
+    #[inline]
     fn extract(obj: Borrowed<'a, 'py, PyAny>) -> PyResult<Self> {
         PyTensorRef::new(&obj)
     }
@@ -454,6 +470,7 @@ impl<'py, T: Element, const NDIM: usize, const C: bool> PyTensorMut<'py, T, NDIM
 impl<'py, T: Element, const NDIM: usize, const C: bool> Deref for PyTensorMut<'py, T, NDIM, C> {
     type Target = PyTensor<'py>;
 
+    #[inline]
     fn deref(&self) -> &PyTensor<'py> {
         &self.typed.tensor
     }
@@ -464,6 +481,7 @@ impl<'a, 'py, T: Element, const NDIM: usize, const C: bool> FromPyObject<'a, 'py
 {
     type Error = PyErr;
 
+    #[inline]
     fn extract(obj: Borrowed<'a, 'py, PyAny>) -> PyResult<Self> {
         PyTensorMut::new(&obj)
     }

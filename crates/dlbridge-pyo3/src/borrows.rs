@@ -5,7 +5,7 @@
 //! borrowed mutably excludes every other overlapping borrow, shared ones exclude only mutable
 //! ones (Rust's rule, applied to address ranges).
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 
 /// One borrowed byte range `[start, end)`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -19,8 +19,36 @@ struct Range {
 #[derive(Debug)]
 pub(crate) struct Borrow(Range);
 
+/// Borrows kept inline; more live borrows on one thread (a `Vec` of tensor arguments) spill into
+/// a vector.
+const INLINE: usize = 8;
+
+/// An empty inline slot.
+const FREE: Range = Range {
+    start: 0,
+    end: 0,
+    mutable: false,
+};
+
+/// This thread's borrows: plain `Cell`s without a destructor, so that the usual one or two
+/// borrows of a call cost one thread-local lookup each way, no lazy registration and no
+/// allocation.
+struct Registry {
+    inline: [Cell<Range>; INLINE],
+    len: Cell<usize>,
+    /// Whether `SPILLED` may hold borrows (it is only touched then).
+    any_spilled: Cell<bool>,
+}
+
 thread_local! {
-    static BORROWS: RefCell<Vec<Range>> = const { RefCell::new(Vec::new()) };
+    static REGISTRY: Registry = const {
+        Registry {
+            inline: [const { Cell::new(FREE) }; INLINE],
+            len: Cell::new(0),
+            any_spilled: Cell::new(false),
+        }
+    };
+    static SPILLED: RefCell<Vec<Range>> = const { RefCell::new(Vec::new()) };
 }
 
 impl Borrow {
@@ -32,30 +60,51 @@ impl Borrow {
             end,
             mutable,
         };
-        BORROWS.with_borrow_mut(|live| {
-            let clash = live
-                .iter()
-                .find(|b| (b.mutable || mutable) && b.start < end && start < b.end);
-            match clash {
-                Some(b) if b.mutable => Err("mutably"),
-                Some(_) => Err("as shared"),
-                None => {
-                    live.push(new);
-                    Ok(Borrow(new))
+        let clashes = |b: &Range| (b.mutable || mutable) && b.start < end && start < b.end;
+        let verdict = |b: Range| if b.mutable { "mutably" } else { "as shared" };
+        REGISTRY.with(|registry| {
+            let len = registry.len.get();
+            let live = registry.inline[..len].iter().map(Cell::get);
+            if let Some(b) = live.clone().find(|b| clashes(b)) {
+                return Err(verdict(b));
+            }
+            if registry.any_spilled.get() || len == INLINE {
+                let clash = SPILLED.with_borrow(|live| live.iter().copied().find(|b| clashes(b)));
+                if let Some(b) = clash {
+                    return Err(verdict(b));
                 }
             }
+            if len == INLINE {
+                SPILLED.with_borrow_mut(|live| live.push(new));
+                registry.any_spilled.set(true);
+            } else {
+                registry.inline[len].set(new);
+                registry.len.set(len + 1);
+            }
+            Ok(Borrow(new))
         })
     }
 }
 
 impl Drop for Borrow {
     fn drop(&mut self) {
-        // Equal entries are interchangeable: removing any one of them is exact.
-        let _ = BORROWS.try_with(|live| {
-            let mut live = live.borrow_mut();
-            if let Some(at) = live.iter().position(|b| *b == self.0) {
-                live.swap_remove(at);
+        // Equal entries are interchangeable: removing any one of them is exact. Borrows drop in
+        // any order, so the last inline entry fills the freed slot.
+        let _ = REGISTRY.try_with(|registry| {
+            let len = registry.len.get();
+            let inline = &registry.inline[..len];
+            if let Some(at) = inline.iter().position(|b| b.get() == self.0) {
+                inline[at].set(inline[len - 1].get());
+                registry.len.set(len - 1);
+                return;
             }
+            let _ = SPILLED.try_with(|live| {
+                let mut live = live.borrow_mut();
+                if let Some(at) = live.iter().position(|b| *b == self.0) {
+                    live.swap_remove(at);
+                }
+                registry.any_spilled.set(!live.is_empty());
+            });
         });
     }
 }
@@ -75,5 +124,28 @@ mod tests {
         assert_eq!(Borrow::acquire(120, 130, false).unwrap_err(), "mutably");
         drop(m);
         assert!(Borrow::acquire(120, 130, true).is_ok());
+    }
+
+    #[test]
+    fn borrows_beyond_the_inline_slots_are_still_checked_and_released() {
+        let held: Vec<Borrow> = (0..3 * INLINE)
+            .map(|i| Borrow::acquire(i * 10, i * 10 + 5, false).unwrap())
+            .collect();
+        assert_eq!(
+            Borrow::acquire(3 * INLINE * 10 - 8, 3 * INLINE * 10, true).unwrap_err(),
+            "as shared"
+        );
+        assert_eq!(Borrow::acquire(1, 2, true).unwrap_err(), "as shared");
+        // An inline slot freed while borrows are spilled: the spilled ones are still checked.
+        let mut held = held;
+        drop(held.remove(0));
+        assert_eq!(
+            Borrow::acquire(3 * INLINE * 10 - 8, 3 * INLINE * 10, true).unwrap_err(),
+            "as shared"
+        );
+        drop(held);
+        assert_eq!(REGISTRY.with(|r| r.len.get()), 0);
+        assert!(SPILLED.with_borrow(Vec::is_empty));
+        assert!(Borrow::acquire(0, 1000, true).is_ok());
     }
 }

@@ -3,13 +3,14 @@
 //! Used only when the format maps exactly onto a DLPack dtype and the strides are whole
 //! elements; anything else goes through `__dlpack__`.
 
-use std::ffi::{c_char, c_int, c_void, CStr};
+use std::ffi::{c_char, c_int, c_void};
+use std::ptr::NonNull;
 use std::sync::OnceLock;
 
-use dlbridge::{layout, DataType, Device, Flags, TensorView};
+use dlbridge::layout::ByteSpan;
+use dlbridge::{DataType, Device, Flags, TensorView};
 use pyo3::ffi;
 use pyo3::prelude::*;
-use smallvec::SmallVec;
 
 use crate::symbols::lookup_symbol;
 
@@ -71,130 +72,202 @@ pub(crate) fn supported(obj: &Bound<'_, PyAny>) -> bool {
     api().is_some_and(|api| unsafe { (api.check)(obj.as_ptr()) } == 1)
 }
 
-/// A held buffer of a producer, described as a tensor; released when dropped (GIL required: the
-/// type is neither `Send` nor `Sync`).
-pub(crate) struct BufferTensor {
-    raw: Box<RawBuffer>,
-    shape: SmallVec<[i64; 6]>,
-    strides: SmallVec<[i64; 6]>,
+/// The most dimensions a buffer may have to be borrowed directly; buffers with more go through
+/// `__dlpack__`.
+const MAX_NDIM: usize = 6;
+
+/// A held buffer and its description as a tensor.
+struct Held {
+    raw: RawBuffer,
+    /// Strides in elements (the shape is the exporter's, read in place).
+    strides: [i64; MAX_NDIM],
     dtype: DataType,
     flags: Flags,
+    /// The bytes the elements touch, relative to element 0.
+    span: ByteSpan,
 }
+
+/// A held buffer of a producer, described as a tensor; released when dropped (GIL required: the
+/// type is neither `Send` nor `Sync`).
+///
+/// The buffer lives in a block of Python's allocator (cheaper than the system one for small
+/// blocks, and the GIL is held), filled in place, so that an argument holding it stays one
+/// pointer wide as it moves into the function.
+pub(crate) struct BufferTensor(NonNull<Held>);
 
 impl BufferTensor {
     /// Gets `obj`'s buffer, or `None` (no exception set) when it has none or it does not map
     /// exactly onto a DLPack tensor.
     pub(crate) fn get(obj: &Bound<'_, PyAny>) -> Option<BufferTensor> {
         let api = api()?;
-        let mut raw = Box::new(RawBuffer {
-            buf: std::ptr::null_mut(),
-            obj: std::ptr::null_mut(),
-            len: 0,
-            itemsize: 0,
-            readonly: 0,
-            ndim: 0,
-            format: std::ptr::null_mut(),
-            shape: std::ptr::null_mut(),
-            strides: std::ptr::null_mut(),
-            suboffsets: std::ptr::null_mut(),
-            internal: std::ptr::null_mut(),
-        });
-        // SAFETY: GIL held; on failure nothing is held and the exception is cleared.
-        if unsafe { (api.get)(obj.as_ptr(), &mut *raw, RECORDS_RO) } != 0 {
-            // SAFETY: GIL held.
-            unsafe { ffi::PyErr_Clear() };
-            return None;
-        }
-        // From here the buffer is held: `BufferTensor`'s drop (or this guard) releases it.
-        let guard = Released(Some(raw));
-        let raw = guard.0.as_deref().expect("set above");
-        let (ndim, itemsize) = (usize::try_from(raw.ndim).ok()?, raw.itemsize);
-        // SAFETY: a NULL format means unsigned bytes; otherwise a NUL-terminated string that
-        // lives as long as the buffer.
-        let format = (!raw.format.is_null()).then(|| unsafe { CStr::from_ptr(raw.format) });
-        let dtype = dtype_of(format, itemsize)?;
-        if !raw.suboffsets.is_null() || (ndim > 0 && (raw.shape.is_null() || raw.strides.is_null()))
-        {
-            return None;
-        }
-        let (mut shape, mut strides) = (SmallVec::new(), SmallVec::new());
-        for axis in 0..ndim {
-            // SAFETY: `ndim` entries behind both non-NULL pointers, alive with the buffer.
-            let (d, s) = unsafe { (*raw.shape.add(axis), *raw.strides.add(axis)) };
-            if d < 0 || s % itemsize != 0 {
+        const { assert!(std::mem::align_of::<Held>() <= 16) };
+        // SAFETY: the GIL is held (a bound object is at hand); PyMem_Malloc aligns to 16 bytes.
+        let block = unsafe { ffi::PyMem_Malloc(std::mem::size_of::<Held>()) }.cast::<Held>();
+        let held = NonNull::new(block)?;
+        let block = held.as_ptr();
+        // SAFETY: a fresh block of the right size: the exporter fills `raw` in place; on failure
+        // nothing is held, the exception is cleared and the block freed.
+        unsafe {
+            if (api.get)(obj.as_ptr(), &raw mut (*block).raw, RECORDS_RO) != 0 {
+                ffi::PyErr_Clear();
+                ffi::PyMem_Free(block.cast());
                 return None;
             }
-            shape.push(d as i64);
-            strides.push((s / itemsize) as i64);
         }
-        let span = layout::byte_span(&shape, &strides, itemsize as usize, 0).ok()?;
-        if !span.is_empty() && raw.buf.is_null() {
-            return None;
-        }
-        let flags = if raw.readonly != 0 {
-            Flags::READ_ONLY
-        } else {
-            Flags::empty()
-        };
-        let raw = guard.take();
-        Some(BufferTensor {
-            raw,
-            shape,
-            strides,
-            dtype,
-            flags,
-        })
+        // From here the buffer is held: dropping `tensor` releases it and frees the block.
+        let tensor = BufferTensor(held);
+        // SAFETY: `raw` was just filled; `describe` writes the other fields before anything
+        // reads them (they are read only when it succeeds; drop reads only `raw`).
+        unsafe { describe(block) }.then_some(tensor)
+    }
+
+    fn held(&self) -> &Held {
+        // SAFETY: a block filled by `get`, alive until `self` drops.
+        unsafe { self.0.as_ref() }
     }
 
     /// The buffer as a tensor view.
     pub(crate) fn view(&self) -> TensorView<'_> {
-        // SAFETY: shape and strides checked in `get` (whole elements, span in range), host
+        let held = self.held();
+        let ndim = held.raw.ndim as usize;
+        let shape: &[i64] = if ndim == 0 {
+            &[]
+        } else {
+            // SAFETY: `ndim` sizes (checked in `describe`, on a 64-bit target where `Py_ssize_t`
+            // is `i64`) that the exporter keeps unchanged until the buffer is released.
+            unsafe { std::slice::from_raw_parts(held.raw.shape.cast::<i64>(), ndim) }
+        };
+        // SAFETY: shape and strides checked in `describe` (whole elements, span in range), host
         // memory the producer keeps valid until the buffer is released, i.e. while `self` lives.
         unsafe {
             TensorView::from_raw_parts(
-                self.raw.buf.cast(),
-                &self.shape,
-                &self.strides,
-                self.dtype,
+                held.raw.buf.cast(),
+                shape,
+                &held.strides[..ndim],
+                held.dtype,
                 Device::CPU,
-                self.flags,
+                held.flags,
             )
         }
     }
+
+    /// The bytes the elements touch, relative to element 0 (computed once, at `get`).
+    pub(crate) fn byte_span(&self) -> ByteSpan {
+        self.held().span
+    }
+}
+
+/// Fills strides (in elements), dtype, flags and span from the held buffer; false when it does
+/// not map exactly onto a DLPack tensor.
+///
+/// # Safety
+/// `held` points to a block whose `raw` holds a buffer; its other fields may be uninitialised.
+unsafe fn describe(held: *mut Held) -> bool {
+    // SAFETY: `raw` is initialised (contract); nothing else is read before it is written.
+    let raw = unsafe { &(*held).raw };
+    let (Ok(ndim), itemsize) = (usize::try_from(raw.ndim), raw.itemsize) else {
+        return false;
+    };
+    // SAFETY: NULL or a NUL-terminated string that lives as long as the buffer.
+    let Some(dtype) = (unsafe { dtype_of(raw.format, itemsize) }) else {
+        return false;
+    };
+    if !cfg!(target_pointer_width = "64")
+        || ndim > MAX_NDIM
+        || !raw.suboffsets.is_null()
+        || (ndim > 0 && (raw.shape.is_null() || raw.strides.is_null()))
+    {
+        return false;
+    }
+    // Every exact dtype's size is a power of two: strides convert with a shift.
+    let shift = itemsize.trailing_zeros();
+    // Element offsets of the lowest and highest element, every step checked.
+    let (mut low, mut high, mut empty) = (0i64, 0i64, false);
+    // SAFETY: a field of the block (contract), written before it is read.
+    let strides = unsafe { &mut (*held).strides };
+    for (axis, stride) in strides.iter_mut().enumerate().take(ndim) {
+        // SAFETY: `ndim` entries behind both non-NULL pointers, alive with the buffer.
+        let (d, s) = unsafe { (*raw.shape.add(axis) as i64, *raw.strides.add(axis) as i64) };
+        if d < 0 || s & (itemsize as i64 - 1) != 0 {
+            return false;
+        }
+        let s = s >> shift;
+        *stride = s;
+        empty |= d == 0;
+        let Some(reach) = (d - 1).checked_mul(s) else {
+            return false;
+        };
+        let bound = if reach < 0 { &mut low } else { &mut high };
+        let Some(sum) = bound.checked_add(reach) else {
+            return false;
+        };
+        *bound = sum;
+    }
+    let span = if empty {
+        ByteSpan { start: 0, end: 0 }
+    } else {
+        let bytes = |elements: i64| {
+            elements
+                .checked_mul(itemsize as i64)
+                .and_then(|b| isize::try_from(b).ok())
+        };
+        match (bytes(low), high.checked_add(1).and_then(bytes)) {
+            (Some(start), Some(end)) if !raw.buf.is_null() => ByteSpan { start, end },
+            _ => return false,
+        }
+    };
+    let flags = if raw.readonly != 0 {
+        Flags::READ_ONLY
+    } else {
+        Flags::empty()
+    };
+    // SAFETY: fields of the block (contract), written without reading the old values.
+    unsafe {
+        (&raw mut (*held).dtype).write(dtype);
+        (&raw mut (*held).flags).write(flags);
+        (&raw mut (*held).span).write(span);
+    }
+    true
 }
 
 impl Drop for BufferTensor {
     fn drop(&mut self) {
-        if let Some(api) = api() {
-            // SAFETY: a held buffer, released once; the type is !Send, so the GIL-holding thread
-            // that got it drops it.
-            unsafe { (api.release)(&mut *self.raw) };
-        }
-    }
-}
-
-/// Releases a buffer on early return from `BufferTensor::get`.
-struct Released(Option<Box<RawBuffer>>);
-
-impl Released {
-    fn take(mut self) -> Box<RawBuffer> {
-        self.0.take().expect("taken once")
-    }
-}
-
-impl Drop for Released {
-    fn drop(&mut self) {
-        if let (Some(raw), Some(api)) = (self.0.as_deref_mut(), api()) {
-            // SAFETY: a held buffer, released once, with the GIL (called inside `get`).
-            unsafe { (api.release)(raw) };
+        let held = self.0.as_ptr();
+        // SAFETY: a held buffer, released once where it was filled; then its block (plain data)
+        // is freed. The type is !Send, so the GIL-holding thread that got it drops it.
+        unsafe {
+            if let Some(api) = api() {
+                (api.release)(&raw mut (*held).raw);
+            }
+            ffi::PyMem_Free(held.cast());
         }
     }
 }
 
 /// The DLPack dtype of a struct-module format of one native-order scalar, if exact.
-fn dtype_of(format: Option<&CStr>, itemsize: isize) -> Option<DataType> {
-    let bytes = format.map_or(&b"B"[..], CStr::to_bytes);
-    let bytes = match bytes {
+///
+/// # Safety
+/// `format` is NULL (unsigned bytes) or a NUL-terminated string.
+unsafe fn dtype_of(format: *const c_char, itemsize: isize) -> Option<DataType> {
+    // Formats that map are at most three bytes ("<Zf"): read up to four, stopping at the NUL,
+    // instead of measuring the string.
+    let mut head = [0u8; 4];
+    let mut len = 0;
+    if format.is_null() {
+        head[0] = b'B';
+        len = 1;
+    } else {
+        while len < head.len() {
+            // SAFETY: every byte up to and including the NUL is readable (contract).
+            let byte = unsafe { *format.add(len) } as u8;
+            if byte == 0 {
+                break;
+            }
+            head[len] = byte;
+            len += 1;
+        }
+    }
+    let bytes = match &head[..len] {
         [b'@' | b'=', rest @ ..] => rest,
         [b'<', rest @ ..] if cfg!(target_endian = "little") => rest,
         [b'>' | b'!', rest @ ..] if cfg!(target_endian = "big") => rest,
@@ -230,11 +303,14 @@ fn dtype_of(format: Option<&CStr>, itemsize: isize) -> Option<DataType> {
 
 #[cfg(test)]
 mod tests {
+    use std::ffi::CStr;
+
     use super::*;
 
     #[test]
     fn formats_map_only_onto_exact_native_dtypes() {
-        let f = |s: &CStr, n| dtype_of(Some(s), n);
+        // SAFETY: NUL-terminated literals.
+        let f = |s: &CStr, n| unsafe { dtype_of(s.as_ptr(), n) };
         assert_eq!(f(c"f", 4), Some(DataType::F32));
         assert_eq!(f(c"<d", 8), Some(DataType::F64));
         assert_eq!(f(c"=l", 8), Some(DataType::I64));
@@ -242,7 +318,8 @@ mod tests {
         assert_eq!(f(c"Zf", 8), Some(DataType::C64));
         assert_eq!(f(c"?", 1), Some(DataType::BOOL));
         assert_eq!(f(c"e", 2), Some(DataType::F16));
-        assert_eq!(dtype_of(None, 1), Some(DataType::U8));
+        // SAFETY: NULL means unsigned bytes.
+        assert_eq!(unsafe { dtype_of(std::ptr::null(), 1) }, Some(DataType::U8));
         assert_eq!(f(c">f", 4), None);
         assert_eq!(f(c"f", 8), None);
         assert_eq!(f(c"T{f:x:}", 4), None);

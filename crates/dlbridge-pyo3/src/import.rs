@@ -7,7 +7,7 @@
 
 use std::ffi::{c_int, c_void, CStr};
 use std::ptr;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::OnceLock;
 
 use dlbridge::ffi::{DLManagedTensorVersioned, DLPackExchangeAPI, DLPACK_MAJOR_VERSION};
@@ -86,11 +86,17 @@ struct TypeInfo {
     exchange_api: Option<Entry>,
     /// Whether instances export buffers (and the type has `__dlpack__`).
     buffers: bool,
-    /// Set once `__dlpack__` returned a legacy capsule for an instance: such producers (jax,
-    /// mlx) are asked for their read-only-ness through the buffer protocol anyway, so from then
-    /// on their memory is borrowed through it directly (no capsule, no `__dlpack__` call).
-    legacy_only: AtomicBool,
+    /// How arguments of this type are borrowed: [`UNVERIFIED`], [`BUFFER`] or [`DLPACK`].
+    route: AtomicU8,
 }
+
+/// The type's buffers have not been compared with its `__dlpack__` yet.
+const UNVERIFIED: u8 = 0;
+/// An instance's buffer described exactly the tensor its `__dlpack__` gave (memory, dtype,
+/// shape, strides, read-only-ness): instances are borrowed through the buffer protocol.
+const BUFFER: u8 = 1;
+/// An instance's buffer and its `__dlpack__` disagreed: always `__dlpack__`.
+const DLPACK: u8 = 2;
 
 /// Types seen. Each slot is written once; a cached type is kept alive by a reference, so its
 /// address cannot be reused by another type. Types beyond the slots are probed on every call
@@ -132,36 +138,76 @@ fn type_info(obj: &Bound<'_, PyAny>, ty: &Bound<'_, PyType>) -> TypeInfo {
         exchange_api: probe(ty),
         buffers: crate::buffer::supported(obj)
             && ty.hasattr(interned(py).dlpack.bind(py)).unwrap_or(false),
-        legacy_only: AtomicBool::new(false),
+        route: AtomicU8::new(UNVERIFIED),
     }
 }
 
 /// An imported tensor: a DLPack managed tensor, or a held buffer.
 pub(crate) enum Source {
-    /// Through a capsule or the exchange API.
-    Managed(ManagedTensor),
-    /// Through the buffer protocol (boxed: arguments move a few times on their way into a
-    /// function, and a small `Source` keeps those moves cheap).
-    Buffer(Box<BufferTensor>),
+    /// Through a capsule or the exchange API (boxed: arguments move a few times on their way
+    /// into a function, and a small `Source` keeps those moves cheap).
+    Managed(Box<ManagedTensor>),
+    /// Through the buffer protocol.
+    Buffer(BufferTensor),
 }
 
-/// Imports `obj` for a call: through the buffer protocol for legacy-only DLPack producers that
-/// export buffers, else as [`from_dlpack`] does.
+impl Source {
+    fn managed(managed: ManagedTensor) -> Source {
+        Source::Managed(Box::new(managed))
+    }
+}
+
+/// Imports `obj` for a call: the exchange API for types publishing it; the buffer protocol for
+/// types whose buffers were seen to describe exactly what their `__dlpack__` gives (numpy, jax,
+/// mlx: the same memory and read-only answer, without a capsule, a managed tensor or a
+/// `__dlpack__` call); else as [`from_dlpack`] does.
 pub(crate) fn import(obj: &Bound<'_, PyAny>) -> PyResult<Source> {
     if is_capsule(obj) {
-        return consume(obj, || false).map(Source::Managed);
+        return consume(obj, || false).map(Source::managed);
     }
     let info = lookup(obj);
     let info = match &info {
         Ok(cached) => cached,
         Err(fresh) => fresh,
     };
-    if info.buffers && info.legacy_only.load(Ordering::Relaxed) {
-        if let Some(buffer) = BufferTensor::get(obj) {
-            return Ok(Source::Buffer(Box::new(buffer)));
-        }
+    if !info.buffers || info.exchange_api.is_some() {
+        return import_dlpack(obj, info).map(Source::managed);
     }
-    import_dlpack(obj, info).map(Source::Managed)
+    match info.route.load(Ordering::Relaxed) {
+        BUFFER => match BufferTensor::get(obj) {
+            Some(buffer) => Ok(Source::Buffer(buffer)),
+            // A format with no exact DLPack dtype (bfloat16, byte-swapped data): the producer's
+            // `__dlpack__` decides.
+            None => import_dlpack(obj, info).map(Source::managed),
+        },
+        UNVERIFIED => {
+            let managed = import_dlpack(obj, info)?;
+            verify_buffer_route(obj, &managed, info);
+            Ok(Source::managed(managed))
+        }
+        _ => import_dlpack(obj, info).map(Source::managed),
+    }
+}
+
+/// Compares `obj`'s buffer with the tensor its `__dlpack__` gave and settles the type's route.
+/// Instances that cannot decide (empty, or a format without an exact DLPack dtype) leave it
+/// unverified.
+fn verify_buffer_route(obj: &Bound<'_, PyAny>, managed: &ManagedTensor, info: &TypeInfo) {
+    let dlpack = managed.view();
+    if dlpack.size() == 0 || !dlpack.device().kind.is_host_accessible() {
+        return;
+    }
+    let Some(buffer) = BufferTensor::get(obj) else {
+        return;
+    };
+    let buffer = buffer.view();
+    let agree = buffer.data_ptr() == dlpack.data_ptr()
+        && buffer.dtype() == dlpack.dtype()
+        && buffer.shape() == dlpack.shape()
+        && buffer.strides() == dlpack.strides()
+        && buffer.is_read_only() == dlpack.is_read_only();
+    let route = if agree { BUFFER } else { DLPACK };
+    info.route.store(route, Ordering::Relaxed);
 }
 
 /// Reads the table a type publishes (capsule or integer form, either attribute name) and checks
@@ -248,11 +294,7 @@ fn import_dlpack(obj: &Bound<'_, PyAny>, info: &TypeInfo) -> PyResult<ManagedTen
             capsule.get_type().name()?
         )));
     }
-    let managed = consume(&capsule, || declares_read_only(obj))?;
-    if managed.is_legacy() && info.buffers {
-        info.legacy_only.store(true, Ordering::Relaxed);
-    }
-    Ok(managed)
+    consume(&capsule, || declares_read_only(obj))
 }
 
 /// Whether a complex tensor of a conjugate-bit type holds lazily conjugated values (errors count
