@@ -12,7 +12,7 @@ use pyo3::exceptions::{PyIndexError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 
 use crate::borrows::Borrow;
-use crate::buffer::BufferTensor;
+use crate::buffer::LentBuffer;
 use crate::errors::to_py_err;
 use crate::import::{import, Source};
 
@@ -138,7 +138,7 @@ impl<'py> PyTensor<'py> {
 }
 
 /// A buffer that may be dropped on any thread: it takes the GIL to release itself.
-struct HeldBuffer(ManuallyDrop<BufferTensor>);
+struct HeldBuffer(ManuallyDrop<LentBuffer>);
 
 // SAFETY: the buffer is only touched again in `drop`, which takes the GIL first; the memory it
 // describes is read through views whose synchronisation is the owner's `Tensor` contract.

@@ -87,18 +87,19 @@ struct Held {
     span: ByteSpan,
 }
 
-/// A held buffer of a producer, described as a tensor; released when dropped (GIL required: the
-/// type is neither `Send` nor `Sync`).
+/// A buffer a producer lends (held through the buffer protocol), described as a tensor;
+/// released when dropped (GIL required: the type is neither `Send` nor `Sync`).
 ///
 /// The buffer lives in a block of Python's allocator (cheaper than the system one for small
 /// blocks, and the GIL is held), filled in place, so that an argument holding it stays one
 /// pointer wide as it moves into the function.
-pub(crate) struct BufferTensor(NonNull<Held>);
+pub struct LentBuffer(NonNull<Held>);
 
-impl BufferTensor {
+impl LentBuffer {
     /// Gets `obj`'s buffer, or `None` (no exception set) when it has none or it does not map
-    /// exactly onto a DLPack tensor.
-    pub(crate) fn get(obj: &Bound<'_, PyAny>) -> Option<BufferTensor> {
+    /// exactly onto a DLPack tensor: a native-order boolean, integer, float or complex format
+    /// with whole-element strides, at most 6 dimensions and no suboffsets.
+    pub fn get(obj: &Bound<'_, PyAny>) -> Option<LentBuffer> {
         let api = api()?;
         const { assert!(std::mem::align_of::<Held>() <= 16) };
         // SAFETY: the GIL is held (a bound object is at hand); PyMem_Malloc aligns to 16 bytes.
@@ -115,7 +116,7 @@ impl BufferTensor {
             }
         }
         // From here the buffer is held: dropping `tensor` releases it and frees the block.
-        let tensor = BufferTensor(held);
+        let tensor = LentBuffer(held);
         // SAFETY: `raw` was just filled; `describe` writes the other fields before anything
         // reads them (they are read only when it succeeds; drop reads only `raw`).
         unsafe { describe(block) }.then_some(tensor)
@@ -126,8 +127,9 @@ impl BufferTensor {
         unsafe { self.0.as_ref() }
     }
 
-    /// The buffer as a tensor view.
-    pub(crate) fn view(&self) -> TensorView<'_> {
+    /// The buffer as a tensor view (on the CPU; read-only when the buffer is).
+    #[inline]
+    pub fn view(&self) -> TensorView<'_> {
         let held = self.held();
         let ndim = held.raw.ndim as usize;
         let shape: &[i64] = if ndim == 0 {
@@ -230,7 +232,7 @@ unsafe fn describe(held: *mut Held) -> bool {
     true
 }
 
-impl Drop for BufferTensor {
+impl Drop for LentBuffer {
     fn drop(&mut self) {
         let held = self.0.as_ptr();
         // SAFETY: a held buffer, released once where it was filled; then its block (plain data)

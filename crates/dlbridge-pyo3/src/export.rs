@@ -19,6 +19,7 @@ use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 
+use crate::capsule::{LEGACY, VERSIONED};
 use crate::errors::to_py_err;
 
 /// A Rust tensor on its way to Python: return it (or `PyResult<Export>`) from a `#[pyfunction]`.
@@ -156,9 +157,6 @@ impl ExportedTensor {
         self.tensor.dtype().name()
     }
 }
-
-const VERSIONED: &CStr = c"dltensor_versioned";
-const LEGACY: &CStr = c"dltensor";
 
 fn versioned_capsule(
     py: Python<'_>,

@@ -83,10 +83,14 @@
 mod arguments;
 mod borrows;
 mod buffer;
+mod capsule;
+pub mod consumer;
 mod errors;
+mod exchange_api;
 mod export;
 mod import;
 mod symbols;
+mod types;
 
 pub use arguments::{PyTensor, PyTensorMut, PyTensorRef, ANY_NDIM};
 pub use errors::to_py_err;

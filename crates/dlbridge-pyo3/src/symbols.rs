@@ -1,5 +1,5 @@
-//! CPython functions outside the limited API this crate compiles against (abi3 from 3.9), looked
-//! up at run time so that one build serves every interpreter.
+//! CPython functions outside the limited API an abi3 build compiles against, looked up at run
+//! time so that one build serves every interpreter.
 
 use std::ffi::{c_char, c_void, CStr};
 use std::sync::OnceLock;
@@ -7,11 +7,11 @@ use std::sync::OnceLock;
 use pyo3::ffi;
 
 /// `PY_VECTORCALL_ARGUMENTS_OFFSET`: the callee may overwrite `args[-1]` temporarily.
-pub(crate) const PY_VECTORCALL_ARGUMENTS_OFFSET: usize = 1 << (usize::BITS - 1);
+pub const PY_VECTORCALL_ARGUMENTS_OFFSET: usize = 1 << (usize::BITS - 1);
 
 /// Signature of `PyObject_VectorcallMethod` (exported by every CPython >= 3.9, stable ABI from
 /// 3.12).
-pub(crate) type VectorcallMethod = unsafe extern "C" fn(
+pub type VectorcallMethod = unsafe extern "C" fn(
     name: *mut ffi::PyObject,
     args: *const *mut ffi::PyObject,
     nargsf: usize,
@@ -19,7 +19,7 @@ pub(crate) type VectorcallMethod = unsafe extern "C" fn(
 ) -> *mut ffi::PyObject;
 
 /// `PyObject_VectorcallMethod` of the running interpreter, if it exports it.
-pub(crate) fn vectorcall_method() -> Option<VectorcallMethod> {
+pub fn vectorcall_method() -> Option<VectorcallMethod> {
     static FOUND: OnceLock<Option<VectorcallMethod>> = OnceLock::new();
     *FOUND.get_or_init(|| {
         // SAFETY: the symbol, when present, is CPython's `PyObject_VectorcallMethod`, whose
@@ -29,8 +29,10 @@ pub(crate) fn vectorcall_method() -> Option<VectorcallMethod> {
     })
 }
 
+/// The address of `name` in the process's global symbol scope (where the interpreter's symbols
+/// live), or `None` when it is not there (and on platforms without `dlsym`).
 #[cfg(unix)]
-pub(crate) fn lookup_symbol(name: &CStr) -> Option<*mut c_void> {
+pub fn lookup_symbol(name: &CStr) -> Option<*mut c_void> {
     extern "C" {
         fn dlsym(handle: *mut c_void, symbol: *const c_char) -> *mut c_void;
     }
@@ -44,7 +46,8 @@ pub(crate) fn lookup_symbol(name: &CStr) -> Option<*mut c_void> {
     (!found.is_null()).then_some(found)
 }
 
+/// The address of `name` in the process's global symbol scope: never found on this platform.
 #[cfg(not(unix))]
-pub(crate) fn lookup_symbol(_name: &CStr) -> Option<*mut c_void> {
+pub fn lookup_symbol(_name: &CStr) -> Option<*mut c_void> {
     None
 }
