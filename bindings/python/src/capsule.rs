@@ -1,24 +1,17 @@
-//! DLPack capsules: making them for exports (with a destructor that frees only unconsumed
-//! capsules) and consuming them on import (renamed to `used_*` before anything can fail).
+//! DLPack capsules for exports, with a destructor that frees only unconsumed capsules (imports
+//! consume capsules with `dlbridge_pyo3::consumer::consume_capsule`).
 
 use std::ffi::{c_void, CStr};
 use std::ptr::{self, NonNull};
 
 use dlbridge::ffi::{DLManagedTensor, DLManagedTensorVersioned};
-use dlbridge::{Flags, ManagedTensor};
 use pyo3::ffi;
 use pyo3::prelude::*;
 
-use crate::errors::{to_py_err, type_error, value_error};
-
 /// Name of a capsule holding a `DLManagedTensorVersioned`.
-pub(crate) const VERSIONED: &CStr = c"dltensor_versioned";
+const VERSIONED: &CStr = c"dltensor_versioned";
 /// Name of a capsule holding a legacy `DLManagedTensor`.
-pub(crate) const LEGACY: &CStr = c"dltensor";
-/// Name of a consumed versioned capsule.
-pub(crate) const USED_VERSIONED: &CStr = c"used_dltensor_versioned";
-/// Name of a consumed legacy capsule.
-pub(crate) const USED_LEGACY: &CStr = c"used_dltensor";
+const LEGACY: &CStr = c"dltensor";
 
 /// A managed tensor being handed out, in either ABI generation.
 pub(crate) enum Export {
@@ -123,64 +116,5 @@ unsafe fn release_unconsumed(
         if let Some(p) = NonNull::new(ffi::PyCapsule_GetPointer(capsule, name.as_ptr())) {
             preserving_exception(|| delete(&export(p)));
         }
-    }
-}
-
-/// Whether `obj` is exactly a capsule.
-pub(crate) fn is_capsule(obj: &Bound<'_, PyAny>) -> bool {
-    // SAFETY: a type check on a live object.
-    unsafe { ffi::PyCapsule_CheckExact(obj.as_ptr()) != 0 }
-}
-
-/// Takes ownership of the tensor in a DLPack capsule and validates it.
-///
-/// The capsule is renamed `used_*` right after its pointer is read, before anything that can
-/// fail: from then on its destructor leaves the tensor alone and the returned value (or, on a
-/// validation error, the already-run deleter) owns it. A legacy tensor cannot say it is
-/// read-only: `producer_read_only` is asked instead (only for legacy capsules).
-pub(crate) fn consume(
-    capsule: &Bound<'_, PyAny>,
-    producer_read_only: impl FnOnce() -> bool,
-) -> PyResult<ManagedTensor> {
-    let raw = capsule.as_ptr();
-    // Fast path, the usual versioned capsule: GetPointer compares the name itself.
-    // SAFETY: `capsule` is a capsule (callers check); on a name mismatch GetPointer returns NULL
-    // with a ValueError set, which is cleared below (capsules never hold NULL pointers).
-    let pointer = unsafe { ffi::PyCapsule_GetPointer(raw, VERSIONED.as_ptr()) };
-    if !pointer.is_null() {
-        // SAFETY: SetName only fails for an invalid capsule; the new name is a static string.
-        unsafe { ffi::PyCapsule_SetName(raw, USED_VERSIONED.as_ptr()) };
-        // SAFETY: the renamed capsule no longer owns the tensor: we do, exactly once.
-        return unsafe { ManagedTensor::from_versioned(pointer.cast()) }.map_err(to_py_err);
-    }
-    // SAFETY: the GIL is held; this clears the mismatch error set just above.
-    unsafe { ffi::PyErr_Clear() };
-    // SAFETY: a valid capsule; GetName does not fail on one.
-    let name = unsafe { ffi::PyCapsule_GetName(raw) };
-    // SAFETY: capsule names are NUL-terminated strings that live as long as the capsule.
-    let name = (!name.is_null()).then(|| unsafe { CStr::from_ptr(name) });
-    match name {
-        Some(n) if n == LEGACY => {
-            let flags = if producer_read_only() {
-                Flags::READ_ONLY
-            } else {
-                Flags::empty()
-            };
-            // SAFETY: as above, with the legacy names.
-            let pointer = unsafe {
-                let p = ffi::PyCapsule_GetPointer(raw, LEGACY.as_ptr());
-                ffi::PyCapsule_SetName(raw, USED_LEGACY.as_ptr());
-                p
-            };
-            // SAFETY: as above.
-            unsafe { ManagedTensor::from_legacy(pointer.cast(), flags) }.map_err(to_py_err)
-        }
-        Some(n) if n == USED_VERSIONED || n == USED_LEGACY => Err(value_error(format!(
-            "the DLPack capsule was already consumed (it is named {n:?}); a capsule can be imported only once"
-        ))),
-        other => Err(type_error(format!(
-            "expected a DLPack capsule named \"dltensor_versioned\" or \"dltensor\", got a capsule named {}",
-            other.map_or_else(|| "NULL".to_owned(), |n| format!("{n:?}"))
-        ))),
     }
 }

@@ -1,28 +1,36 @@
-//! Consumer side: `dlbridge.from_dlpack(x, /, *, device=None, copy=None)`.
+//! Consumer side: `dlbridge.from_dlpack(x, /, *, device=None, copy=None)`, built on the import
+//! building blocks of `dlbridge-pyo3` (capsules, the per-type exchange API and buffer routes,
+//! the `__dlpack__` vectorcall).
 //!
 //! Order of attempts, cheapest first:
 //! 1. `x` is a raw `dltensor` / `dltensor_versioned` capsule: consume it.
 //! 2. `type(x)` publishes a C exchange API table (cached per type): one C call, no capsule. If
-//!    it fails or cannot honour the request, step 3 decides.
-//! 3. `x.__dlpack__(max_version=(1, 3), [dl_device=...], [copy=...])` through one vectorcall with
+//!    it fails or cannot honour the request, the steps below decide.
+//! 3. Without a `device` or `copy=True` request, a buffer `x` lends, when its type's buffers were
+//!    seen to describe exactly what its `__dlpack__` gives (numpy): the same memory and
+//!    read-only answer without a `__dlpack__` call or a capsule; released when the Tensor dies.
+//! 4. `x.__dlpack__(max_version=(1, 3), [dl_device=...], [copy=...])` through one vectorcall with
 //!    interned keyword names; a TypeError that is about the signature (an old producer without
 //!    `max_version`) is retried as `x.__dlpack__()` when no device or copy was requested.
 //!
-//! The result owns the producer's tensor; its deleter runs once, when the Tensor dies.
+//! The result owns the producer's tensor (or buffer); its deleter runs once, when the Tensor
+//! dies.
 
 use std::ptr;
 
 use dlbridge::{Device, ManagedTensor, Order};
-use pyo3::exceptions::{PyAttributeError, PyTypeError};
+use dlbridge_pyo3::consumer::{
+    call_dunder_dlpack, consume_capsule, declares_read_only, exchange_api, is_capsule, lend_buffer,
+    verify_buffers, ExchangeApi,
+};
+use pyo3::exceptions::PyAttributeError;
 use pyo3::ffi;
 use pyo3::prelude::*;
-use pyo3::types::{PyBool, PyDict, PyMemoryView, PyModule, PyString, PyTuple};
+use pyo3::types::{PyBool, PyModule, PyString, PyTuple};
+use smallvec::SmallVec;
 
 use crate::arguments;
-use crate::capsule;
-use crate::cpython::{vectorcall_method, PY_VECTORCALL_ARGUMENTS_OFFSET};
 use crate::errors::{buffer_error, to_py_err, type_error, value_error};
-use crate::exchange_api::{self, Published};
 use crate::fastcall::{object_entry, Arguments, KeywordCache, MethodDef};
 use crate::interned;
 use crate::tensor::{new_tensor, TensorData};
@@ -51,48 +59,58 @@ impl ImportRequest {
     }
 }
 
-/// Imports any DLPack source as a `dlbridge.Tensor` (see the module docs). `exchange_api: false`
-/// skips step 2 (for measuring what the fast path saves).
+/// Imports any DLPack source as a `dlbridge.Tensor` (see the module docs). `fast_paths: false`
+/// skips steps 2 and 3 (for measuring what they save).
 pub(crate) fn from_dlpack<'py>(
     py: Python<'py>,
     x: &Bound<'py, PyAny>,
     request: ImportRequest,
-    exchange_api: bool,
+    fast_paths: bool,
 ) -> PyResult<Bound<'py, PyAny>> {
-    let managed = if capsule::is_capsule(x) {
-        capsule::consume(x, || false)?
+    if is_capsule(x) {
+        return finish(
+            py,
+            TensorData::Imported(consume_capsule(x, || false)?),
+            request,
+        );
+    }
+    // The fast paths are optimisations only: if they fail, or cannot honour the request, the
+    // producer's `__dlpack__` gets the final word (and raises its own, canonical errors).
+    let published = if fast_paths {
+        exchange_api(x)
     } else {
-        // The fast path is an optimisation only: if it fails, or cannot honour the request, the
-        // producer's `__dlpack__` gets the final word (and raises its own, canonical errors).
-        let published = if exchange_api {
-            exchange_api::lookup(&x.get_type())
-        } else {
-            Published::Nothing
-        };
-        let fast = match &published {
-            Published::Usable(entry) => exchange_api::import(py, x, entry.from_py_object)
-                .ok()
-                .filter(|m| !(entry.conj_bit && exchange_api::conjugated(x, m)))
-                .filter(|m| request.accepts(m)),
-            _ => None,
-        };
-        match fast {
-            Some(managed) => managed,
-            None => {
-                let capsule = call_dunder_dlpack(py, x, request)
-                    .map_err(|err| refuse_unusable(py, x, &published, err))?;
-                if !capsule::is_capsule(&capsule) {
-                    return Err(type_error(format!(
-                        "{}.__dlpack__() returned {}, not a DLPack capsule",
-                        x.get_type().name()?,
-                        capsule.get_type().name()?
-                    )));
-                }
-                capsule::consume(&capsule, || declares_read_only(x))?
-            }
-        }
+        ExchangeApi::Nothing
     };
-    finish(py, managed, request)
+    if let ExchangeApi::Usable(entry) = &published {
+        let fast = entry
+            .import(x)
+            .ok()
+            .filter(|m| !entry.conjugated(x, m))
+            .filter(|m| request.accepts(m));
+        if let Some(managed) = fast {
+            return finish(py, TensorData::Imported(managed), request);
+        }
+    }
+    let plain = request.device.is_none() && request.copy != Some(true);
+    if fast_paths && plain {
+        if let Some(buffer) = lend_buffer(x) {
+            return finish(py, TensorData::Lent(buffer), request);
+        }
+    }
+    let capsule =
+        dunder_dlpack(py, x, request).map_err(|err| refuse_unusable(py, x, &published, err))?;
+    if !is_capsule(&capsule) {
+        return Err(type_error(format!(
+            "{}.__dlpack__() returned {}, not a DLPack capsule",
+            x.get_type().name()?,
+            capsule.get_type().name()?
+        )));
+    }
+    let managed = consume_capsule(&capsule, || declares_read_only(x))?;
+    if fast_paths && plain {
+        verify_buffers(x, &managed);
+    }
+    finish(py, TensorData::Imported(managed), request)
 }
 
 /// The error for an object whose `__dlpack__` call failed: when its type publishes an unusable
@@ -101,10 +119,10 @@ pub(crate) fn from_dlpack<'py>(
 fn refuse_unusable(
     py: Python<'_>,
     x: &Bound<'_, PyAny>,
-    published: &Published,
+    published: &ExchangeApi,
     err: PyErr,
 ) -> PyErr {
-    let Published::Unusable(what) = published else {
+    let ExchangeApi::Unusable(what) = published else {
         return err;
     };
     let ty = x.get_type();
@@ -119,12 +137,8 @@ fn refuse_unusable(
 }
 
 /// Applies the request to an imported tensor and wraps it.
-fn finish(
-    py: Python<'_>,
-    managed: ManagedTensor,
-    request: ImportRequest,
-) -> PyResult<Bound<'_, PyAny>> {
-    let view = dlbridge::AsTensorView::view(&managed);
+fn finish(py: Python<'_>, data: TensorData, request: ImportRequest) -> PyResult<Bound<'_, PyAny>> {
+    let view = dlbridge::AsTensorView::view(&data);
     let (device, copied) = (view.device(), view.is_copied());
     if let Some(wanted) = request.device {
         if wanted != device {
@@ -143,31 +157,24 @@ fn finish(
     }
     let data = if request.copy == Some(true) && !copied {
         let copy = view.to_contiguous(Order::C).map_err(to_py_err)?;
-        drop(managed);
+        drop(data);
         TensorData::Owned(Box::new(copy))
     } else {
-        TensorData::Imported(managed)
+        data
     };
     new_tensor(py, data)
 }
 
-/// Whether a legacy producer declares its memory read-only, which the legacy struct cannot
-/// carry: asked through the buffer protocol (jax arrays and read-only numpy arrays say so;
-/// objects without a buffer are taken as writable).
-fn declares_read_only(producer: &Bound<'_, PyAny>) -> bool {
-    let py = producer.py();
-    let read_only = PyMemoryView::from(producer)
-        .and_then(|view| view.getattr(interned::get().readonly.bind(py))?.is_truthy());
-    read_only.unwrap_or(false)
-}
-
-/// Calls `x.__dlpack__(max_version=(1, 3), ...)`, with the legacy retry.
-fn call_dunder_dlpack<'py>(
+/// Calls `x.__dlpack__(max_version=(1, 3), ...)` with the request's `dl_device` and `copy`
+/// (the legacy retry only when neither is given).
+fn dunder_dlpack<'py>(
     py: Python<'py>,
     x: &Bound<'py, PyAny>,
     request: ImportRequest,
 ) -> PyResult<Bound<'py, PyAny>> {
-    let i = interned::get();
+    if request.device.is_none() && request.copy.is_none() {
+        return call_dunder_dlpack(x, &[], None);
+    }
     let dl_device = request
         .device
         .map(|d| PyTuple::new(py, [d.kind.raw(), d.id]))
@@ -175,84 +182,17 @@ fn call_dunder_dlpack<'py>(
     let copy = request
         .copy
         .map(|c| PyBool::new(py, c).to_owned().into_any());
-    let version = i.version.bind(py).as_any().as_borrowed();
-    let mut keyword_values = [version; 3];
-    let mut count = 1;
+    let mut values: SmallVec<[Borrowed<'_, 'py, PyAny>; 2]> = SmallVec::new();
     if let Some(device) = &dl_device {
-        keyword_values[count] = device.as_any().as_borrowed();
-        count += 1;
+        values.push(device.as_any().as_borrowed());
     }
     if let Some(copy) = &copy {
-        keyword_values[count] = copy.as_borrowed();
-        count += 1;
+        values.push(copy.as_borrowed());
     }
-    let kwnames = i.kwnames[usize::from(request.device.is_some())]
+    let kwnames = interned::get().kwnames[usize::from(request.device.is_some())]
         [usize::from(request.copy.is_some())]
     .bind(py);
-    let result = call_method(py, x, &keyword_values[..count], Some(kwnames));
-    match result {
-        Err(err)
-            if request.device.is_none()
-                && request.copy.is_none()
-                && err.is_instance_of::<PyTypeError>(py)
-                && is_signature_error(py, &err) =>
-        {
-            // An older producer whose __dlpack__ has no max_version: ask for a legacy capsule.
-            call_method(py, x, &[], None)
-        }
-        other => other,
-    }
-}
-
-/// Whether a TypeError complains about the call's arguments (a producer predating
-/// `max_version`), as opposed to a TypeError the producer raised for its own reasons, which must
-/// reach the caller unchanged.
-fn is_signature_error(py: Python<'_>, err: &PyErr) -> bool {
-    let message = err.value(py).to_string();
-    [
-        "max_version",
-        "keyword argument",
-        "incompatible function arguments",
-    ]
-    .iter()
-    .any(|needle| message.contains(needle))
-}
-
-/// `x.__dlpack__(**dict(zip(kwnames, keyword_values)))` as one vectorcall when the interpreter
-/// exports `PyObject_VectorcallMethod`, else through `PyObject_Call`.
-fn call_method<'py>(
-    py: Python<'py>,
-    x: &Bound<'py, PyAny>,
-    keyword_values: &[Borrowed<'_, 'py, PyAny>],
-    kwnames: Option<&Bound<'py, PyTuple>>,
-) -> PyResult<Bound<'py, PyAny>> {
-    let name = interned::get().dlpack.bind(py);
-    let Some(vectorcall) = vectorcall_method() else {
-        let kwargs = PyDict::new(py);
-        if let Some(names) = kwnames {
-            for (k, v) in names.iter().zip(keyword_values) {
-                kwargs.set_item(k, v)?;
-            }
-        }
-        return x.call_method(name, (), Some(&kwargs));
-    };
-    // Slot 0 is scratch space the callee may use (PY_VECTORCALL_ARGUMENTS_OFFSET).
-    let mut args = [ptr::null_mut::<ffi::PyObject>(); 5];
-    args[1] = x.as_ptr();
-    for (slot, value) in args[2..].iter_mut().zip(keyword_values) {
-        *slot = value.as_ptr();
-    }
-    // SAFETY: `args[1..]` holds `self` and one value per keyword name, all borrowed and alive for
-    // the call; slot 0 exists for the offset flag; `name` is a str; the GIL is held.
-    unsafe {
-        let result = vectorcall(
-            name.as_ptr(),
-            args.as_ptr().add(1),
-            1 | PY_VECTORCALL_ARGUMENTS_OFFSET,
-            kwnames.map_or(ptr::null_mut(), |k| k.as_ptr()),
-        );
-        Bound::from_owned_ptr_or_err(py, result)
-    }
+    call_dunder_dlpack(x, &values, Some(kwnames))
 }
 
 /// The `from_dlpack` function definition.

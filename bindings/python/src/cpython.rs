@@ -1,23 +1,20 @@
 //! CPython ABI pieces that the 3.9 limited API (our abi3 floor) does not declare, each used only
 //! where it is known to exist at run time.
 //!
-//! - `METH_FASTCALL` and the vectorcall argument-offset flag: stable values since CPython 3.7/3.8,
-//!   part of the limited API from 3.10/3.12.
-//! - `PyObject_VectorcallMethod`: exported by every CPython >= 3.9 and part of the stable ABI
-//!   from 3.12. It is looked up at run time; without it calls go through `PyObject_Call`.
+//! - `METH_FASTCALL`: a stable value since CPython 3.7, part of the limited API from 3.10.
+//! - `PyGILState_Check` and `Py_IsFinalizing`, looked up at run time with
+//!   `dlbridge_pyo3::consumer::lookup_symbol`.
 //! - `Py_buffer`: layout unchanged since Python 3.0, in the limited API from 3.11 (the buffer
 //!   slots themselves are accepted in type specs from 3.9).
 
-use std::ffi::{c_char, c_int, c_void, CStr};
+use std::ffi::{c_char, c_int, c_void};
 use std::sync::OnceLock;
 
+use dlbridge_pyo3::consumer::lookup_symbol;
 use pyo3::ffi;
 
 /// `METH_FASTCALL`: the method receives a C array of arguments and a tuple of keyword names.
 pub(crate) const METH_FASTCALL: c_int = 0x0080;
-
-/// `PY_VECTORCALL_ARGUMENTS_OFFSET`: the callee may overwrite `args[-1]` temporarily.
-pub(crate) const PY_VECTORCALL_ARGUMENTS_OFFSET: usize = 1 << (usize::BITS - 1);
 
 /// A `METH_FASTCALL | METH_KEYWORDS` C function.
 pub(crate) type FastcallWithKeywords = unsafe extern "C" fn(
@@ -26,24 +23,6 @@ pub(crate) type FastcallWithKeywords = unsafe extern "C" fn(
     nargs: ffi::Py_ssize_t,
     kwnames: *mut ffi::PyObject,
 ) -> *mut ffi::PyObject;
-
-/// Signature of `PyObject_VectorcallMethod`.
-pub(crate) type VectorcallMethod = unsafe extern "C" fn(
-    name: *mut ffi::PyObject,
-    args: *const *mut ffi::PyObject,
-    nargsf: usize,
-    kwnames: *mut ffi::PyObject,
-) -> *mut ffi::PyObject;
-
-/// `PyObject_VectorcallMethod` of the running interpreter, if it exports it.
-pub(crate) fn vectorcall_method() -> Option<VectorcallMethod> {
-    static FOUND: OnceLock<Option<VectorcallMethod>> = OnceLock::new();
-    *FOUND.get_or_init(|| {
-        // SAFETY: the symbol, when present, is CPython's `PyObject_VectorcallMethod`, whose
-        // signature is `VectorcallMethod` in every version that exports it (3.9+).
-        unsafe { lookup_symbol(c"PyObject_VectorcallMethod").map(|p| std::mem::transmute(p)) }
-    })
-}
 
 /// Whether this thread holds the GIL of a live interpreter: it has a thread state registered
 /// for the GIL-state API and `PyGILState_Check` (outside the limited API; `false` when it is not
@@ -103,26 +82,6 @@ pub(crate) fn with_gil_anywhere(f: impl FnOnce()) -> bool {
     // SAFETY: releases the state taken above.
     unsafe { ffi::PyGILState_Release(state) };
     true
-}
-
-#[cfg(unix)]
-fn lookup_symbol(name: &CStr) -> Option<*mut c_void> {
-    extern "C" {
-        fn dlsym(handle: *mut c_void, symbol: *const c_char) -> *mut c_void;
-    }
-    // RTLD_DEFAULT: search the global symbol scope, where the interpreter's symbols live.
-    #[cfg(any(target_os = "macos", target_os = "ios"))]
-    let handle = -2isize as *mut c_void;
-    #[cfg(not(any(target_os = "macos", target_os = "ios")))]
-    let handle = std::ptr::null_mut();
-    // SAFETY: dlsym with RTLD_DEFAULT and a NUL-terminated name only reads the symbol tables.
-    let found = unsafe { dlsym(handle, name.as_ptr()) };
-    (!found.is_null()).then_some(found)
-}
-
-#[cfg(not(unix))]
-fn lookup_symbol(_name: &CStr) -> Option<*mut c_void> {
-    None
 }
 
 /// `Py_buffer` (Include/pybuffer.h), unchanged since Python 3.0.

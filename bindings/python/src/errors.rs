@@ -1,29 +1,21 @@
-//! The one place where core errors become Python exceptions, following the array API standard:
-//! BufferError for data that cannot be exchanged, ValueError for bad values, TypeError for bad
-//! argument types, MemoryError for failed allocations; for shared memory, FileNotFoundError for a
-//! segment that does not exist, OSError for failed system calls, ValueError for invalid segments.
+//! Core errors as Python exceptions, following the array API standard as `dlbridge-pyo3` maps
+//! them (BufferError for data that cannot be exchanged, ValueError for bad values, TypeError for
+//! bad argument types, MemoryError for failed allocations), plus shared memory:
+//! FileNotFoundError for a segment that does not exist, OSError for failed system calls,
+//! ValueError for invalid segments.
 
 use dlbridge::Error;
-use pyo3::exceptions::{
-    PyBufferError, PyFileNotFoundError, PyMemoryError, PyOSError, PyTypeError, PyValueError,
-};
+use pyo3::exceptions::{PyBufferError, PyFileNotFoundError, PyOSError, PyTypeError, PyValueError};
 use pyo3::PyErr;
 
 /// `errno` for "no such file or directory" (2 on every platform CPython supports).
 const ENOENT: i32 = 2;
 
-/// Converts a core error into the Python exception a DLPack user expects.
+/// Converts a core error into the Python exception a DLPack user expects: the shared-memory
+/// errors here, every other one as `dlbridge_pyo3::to_py_err` maps it.
 pub(crate) fn to_py_err(err: Error) -> PyErr {
-    let message = err.to_string();
     match err {
-        Error::AllocationFailed(_) => PyMemoryError::new_err(message),
-        Error::UnknownName { what: "dtype", .. } | Error::DtypeMismatch { .. } => {
-            PyTypeError::new_err(message)
-        }
-        Error::UnknownName { .. }
-        | Error::StridesMismatch { .. }
-        | Error::BufferTooSmall { .. }
-        | Error::ShmInvalid { .. } => PyValueError::new_err(message),
+        Error::ShmInvalid { .. } => PyValueError::new_err(err.to_string()),
         // Shaped like Python's own `FileNotFoundError: [Errno 2] ...: 'name'`, with `filename`
         // set to the handle.
         Error::ShmNotFound(handle) => PyFileNotFoundError::new_err((
@@ -31,10 +23,8 @@ pub(crate) fn to_py_err(err: Error) -> PyErr {
             "shared memory segment does not exist (released, its holding process exited, or never created)",
             handle,
         )),
-        Error::ShmIo { .. } => PyOSError::new_err(message),
-        // Everything else describes a tensor that cannot be exchanged or used as asked:
-        // invalid foreign metadata, unsupported dtype/device/layout, read-only memory.
-        _ => PyBufferError::new_err(message),
+        Error::ShmIo { .. } => PyOSError::new_err(err.to_string()),
+        other => dlbridge_pyo3::to_py_err(other),
     }
 }
 

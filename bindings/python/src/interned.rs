@@ -1,5 +1,5 @@
 //! Python objects made once per process and reused on every call: interned attribute and
-//! keyword names, the `max_version` tuple and the keyword-name tuples of `__dlpack__` calls.
+//! keyword names and the keyword-name tuples of `__dlpack__` calls.
 
 use std::sync::OnceLock;
 
@@ -8,8 +8,6 @@ use pyo3::types::{PyString, PyTuple};
 
 /// The shared objects; created by [`init`] when the module loads.
 pub(crate) struct Interned {
-    /// `"__dlpack__"`.
-    pub dlpack: Py<PyString>,
     /// `"__dlpack_c_exchange_api__"` (DLPack 1.3, a capsule).
     pub exchange_api: Py<PyString>,
     /// `"__c_dlpack_exchange_api__"` (the older spelling, an integer address).
@@ -24,12 +22,8 @@ pub(crate) struct Interned {
     pub copy: Py<PyString>,
     /// `"device"`.
     pub device: Py<PyString>,
-    /// `"readonly"`.
-    pub readonly: Py<PyString>,
     /// `"order"`.
     pub order: Py<PyString>,
-    /// `(1, 3)`: the highest DLPack version this build reads.
-    pub version: Py<PyTuple>,
     /// Keyword names of `__dlpack__` calls, indexed by `[dl_device given][copy given]`; each
     /// starts with `max_version`.
     pub kwnames: [[Py<PyTuple>; 2]; 2],
@@ -61,21 +55,11 @@ pub(crate) fn init(py: Python<'_>) -> PyResult<()> {
         [names(true, false)?, names(true, true)?],
     ];
     let interned = Interned {
-        dlpack: name("__dlpack__"),
         exchange_api: name("__dlpack_c_exchange_api__"),
         exchange_api_legacy: name("__c_dlpack_exchange_api__"),
         stream: name("stream"),
         device: name("device"),
-        readonly: name("readonly"),
         order: name("order"),
-        version: PyTuple::new(
-            py,
-            [
-                dlbridge::ffi::DLPACK_MAJOR_VERSION,
-                dlbridge::ffi::DLPACK_MINOR_VERSION,
-            ],
-        )?
-        .unbind(),
         max_version,
         dl_device,
         copy,

@@ -11,6 +11,7 @@ use std::ptr;
 use std::sync::atomic::{AtomicPtr, Ordering};
 
 use dlbridge::{AsTensorView, ManagedTensor, TensorView};
+use dlbridge_pyo3::consumer::LentBuffer;
 use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::PyType;
@@ -20,14 +21,17 @@ use crate::capsule::preserving_exception;
 use crate::errors::type_error;
 use crate::tensor_api;
 
-/// The tensor behind a `dlbridge.Tensor`: memory Rust owns, or a producer's tensor whose
-/// deleter runs when the Python object dies (in `tp_dealloc`, so always with the GIL held, as
-/// many Python producers' deleters need).
+/// The tensor behind a `dlbridge.Tensor`: memory Rust owns, a producer's tensor whose deleter
+/// runs when the Python object dies, or a producer's buffer released then (in `tp_dealloc`, so
+/// always with the GIL held, as many Python producers' deleters need and buffers require).
 pub(crate) enum TensorData {
     /// Rust-owned memory (constructors, copies).
     Owned(Box<dlbridge::Tensor>),
     /// A validated foreign tensor.
     Imported(ManagedTensor),
+    /// A buffer a producer lends (numpy arrays, once their type's buffers were seen to match
+    /// their `__dlpack__`).
+    Lent(LentBuffer),
 }
 
 impl AsTensorView for TensorData {
@@ -35,6 +39,7 @@ impl AsTensorView for TensorData {
         match self {
             TensorData::Owned(t) => t.view(),
             TensorData::Imported(m) => m.view(),
+            TensorData::Lent(b) => b.view(),
         }
     }
 }

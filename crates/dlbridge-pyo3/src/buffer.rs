@@ -98,7 +98,8 @@ pub struct LentBuffer(NonNull<Held>);
 impl LentBuffer {
     /// Gets `obj`'s buffer, or `None` (no exception set) when it has none or it does not map
     /// exactly onto a DLPack tensor: a native-order boolean, integer, float or complex format
-    /// with whole-element strides, at most 6 dimensions and no suboffsets.
+    /// with whole-element strides, at most 6 dimensions, each of size 2 or more (0-d buffers
+    /// included), and no suboffsets.
     pub fn get(obj: &Bound<'_, PyAny>) -> Option<LentBuffer> {
         let api = api()?;
         const { assert!(std::mem::align_of::<Held>() <= 16) };
@@ -184,18 +185,21 @@ unsafe fn describe(held: *mut Held) -> bool {
     // Every exact dtype's size is a power of two: strides convert with a shift.
     let shift = itemsize.trailing_zeros();
     // Element offsets of the lowest and highest element, every step checked.
-    let (mut low, mut high, mut empty) = (0i64, 0i64, false);
+    let (mut low, mut high) = (0i64, 0i64);
     // SAFETY: a field of the block (contract), written before it is read.
     let strides = unsafe { &mut (*held).strides };
     for (axis, stride) in strides.iter_mut().enumerate().take(ndim) {
         // SAFETY: `ndim` entries behind both non-NULL pointers, alive with the buffer.
         let (d, s) = unsafe { (*raw.shape.add(axis) as i64, *raw.strides.add(axis) as i64) };
-        if d < 0 || s & (itemsize as i64 - 1) != 0 {
+        // The stride of a dimension of size 0 or 1 is never used, and exporters normalise it
+        // in their buffers (numpy reports canonical strides for contiguous arrays) but not in
+        // their DLPack tensors: such tensors go through `__dlpack__`, which says what the
+        // producer holds.
+        if d <= 1 || s & (itemsize as i64 - 1) != 0 {
             return false;
         }
         let s = s >> shift;
         *stride = s;
-        empty |= d == 0;
         let Some(reach) = (d - 1).checked_mul(s) else {
             return false;
         };
@@ -205,18 +209,14 @@ unsafe fn describe(held: *mut Held) -> bool {
         };
         *bound = sum;
     }
-    let span = if empty {
-        ByteSpan { start: 0, end: 0 }
-    } else {
-        let bytes = |elements: i64| {
-            elements
-                .checked_mul(itemsize as i64)
-                .and_then(|b| isize::try_from(b).ok())
-        };
-        match (bytes(low), high.checked_add(1).and_then(bytes)) {
-            (Some(start), Some(end)) if !raw.buf.is_null() => ByteSpan { start, end },
-            _ => return false,
-        }
+    let bytes = |elements: i64| {
+        elements
+            .checked_mul(itemsize as i64)
+            .and_then(|b| isize::try_from(b).ok())
+    };
+    let span = match (bytes(low), high.checked_add(1).and_then(bytes)) {
+        (Some(start), Some(end)) if !raw.buf.is_null() => ByteSpan { start, end },
+        _ => return false,
     };
     let flags = if raw.readonly != 0 {
         Flags::READ_ONLY

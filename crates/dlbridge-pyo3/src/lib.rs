@@ -44,7 +44,8 @@
 //! the first instance of a type goes through `__dlpack__` and its buffer is compared (memory,
 //! dtype, shape, strides, read-only-ness); from then on instances lend their buffer directly when
 //! the format maps exactly onto a DLPack dtype (native-order booleans, integers, floats, complex)
-//! with whole-element strides and at most 6 dimensions. That is the same memory and the same
+//! with whole-element strides and at most 6 dimensions, none of size 0 or 1 (whose strides
+//! exporters normalise in buffers but not in DLPack tensors). That is the same memory and the same
 //! read-only answer without a `__dlpack__` call, a capsule or a managed tensor (numpy: about
 //! half the cost; jax, whose legacy capsules must be asked for their read-only-ness through the
 //! buffer protocol anyway: about 5x cheaper). The buffer is released when the argument drops.
