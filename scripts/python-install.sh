@@ -12,7 +12,9 @@ wheels=$(mktemp -d)
 trap 'rm -rf "$wheels"' EXIT
 
 log "building the dlbridge wheel"
-"$venv/bin/maturin" build --release --quiet \
+# Test builds include `dlbridge._dlbridge._testing` (cargo feature `testing`, which shipped
+# wheels never have): the suites' counting and malformed capsule producers.
+"$venv/bin/maturin" build --release --quiet --features testing \
   --manifest-path "$REPO_ROOT/bindings/python/Cargo.toml" \
   --interpreter "$venv/bin/python" --out "$wheels" >&2
 "$venv/bin/python" -m pip install --quiet --disable-pip-version-check \

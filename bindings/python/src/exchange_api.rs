@@ -23,6 +23,7 @@ use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::{PyCapsule, PyType};
 
+use crate::diagnostics::CountedExport;
 use crate::errors::to_py_err;
 use crate::fastcall::status_entry;
 use crate::interned;
@@ -111,7 +112,10 @@ unsafe extern "C" fn managed_tensor_allocator(
         };
         let tensor =
             dlbridge::Tensor::empty(shape, dtype).map_err(|e| (c"BufferError", e.to_string()))?;
-        Ok(export::to_versioned(tensor, Flags::empty()))
+        Ok(export::to_versioned(
+            CountedExport::new(tensor),
+            Flags::empty(),
+        ))
     }));
     match result {
         Ok(Ok(tensor)) => {

@@ -8,7 +8,11 @@
 //!   `constructors`: `empty` / `arange`.
 //! - `shared`: `empty_shared` / `to_shared` / `from_shared`, tensors in shared-memory segments.
 //! - `buffer`: the buffer protocol; `capsule`: capsule naming and ownership.
-//! - `errors`: the single mapping from core errors to Python exceptions.
+//! - `errors`: core errors as Python exceptions (dlbridge-pyo3's mapping, plus shared memory).
+//! - `diagnostics`: `dlbridge.diagnostics()`, live counts for leak hunting.
+//! - `testing` (cargo feature `testing`, test builds only, never in a shipped wheel):
+//!   `dlbridge._dlbridge._testing`, a producer of capsules with a counting deleter and
+//!   deliberately invalid metadata.
 //!
 //! The two hot entry points (`from_dlpack`, `Tensor.__dlpack__`) are `METH_FASTCALL` functions
 //! written against the C API (`fastcall`), because an abi3-py39 pyo3 build would route them
@@ -22,6 +26,7 @@ mod capsule;
 mod constructors;
 mod consumer;
 mod cpython;
+mod diagnostics;
 mod elements;
 mod errors;
 mod exchange_api;
@@ -32,6 +37,7 @@ mod producer;
 mod shared;
 mod tensor;
 mod tensor_api;
+#[cfg(feature = "testing")]
 mod testing;
 
 /// The extension module.
@@ -49,6 +55,8 @@ fn _dlbridge(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(shared::to_shared, m)?)?;
     m.add_function(wrap_pyfunction!(shared::from_shared, m)?)?;
     m.add_function(wrap_pyfunction!(shared::shm_sweep, m)?)?;
+    m.add_function(wrap_pyfunction!(diagnostics::diagnostics, m)?)?;
+    #[cfg(feature = "testing")]
     m.add_submodule(&testing::module(py)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add(

@@ -12,6 +12,7 @@ use pyo3::prelude::*;
 use crate::arguments::{copy_policy, int_pair, major_version};
 use crate::capsule::{into_capsule, Export};
 use crate::cpython::with_gil_anywhere;
+use crate::diagnostics::{CountedExport, Live};
 use crate::errors::{buffer_error, to_py_err, type_error, value_error};
 use crate::fastcall::{given, object_entry, Arguments, KeywordCache, MethodDef};
 use crate::interned;
@@ -74,6 +75,7 @@ fn lend<M>(tensor: TensorRef<'_, '_>, managed: M) -> PyResult<NonNull<M>> {
             owner: tensor.object().to_owned().into_ptr(),
         })
     };
+    Live::Export.born();
     // `managed` is the first field of the repr(C) block, so the pointers coincide.
     Ok(block.cast())
 }
@@ -90,6 +92,7 @@ unsafe fn release_lent<M>(block: *mut LentBlock<M>) {
             ffi::Py_DecRef((*block).owner);
             ffi::PyMem_Free(block.cast());
         }
+        Live::Export.died();
     });
 }
 
@@ -206,6 +209,7 @@ fn dlpack<'py>(
 ) -> PyResult<Bound<'py, PyAny>> {
     let export = if request.copy == Some(true) {
         let copied = tensor.view().to_contiguous(Order::C).map_err(to_py_err)?;
+        let copied = CountedExport::new(copied);
         if request.versioned {
             Export::Versioned(export::to_versioned(copied, Flags::empty()))
         } else {

@@ -18,6 +18,7 @@ use pyo3::types::PyType;
 
 use crate::buffer;
 use crate::capsule::preserving_exception;
+use crate::diagnostics::Live;
 use crate::errors::type_error;
 use crate::tensor_api;
 
@@ -32,6 +33,15 @@ pub(crate) enum TensorData {
     /// A buffer a producer lends (numpy arrays, once their type's buffers were seen to match
     /// their `__dlpack__`).
     Lent(LentBuffer),
+}
+
+impl TensorData {
+    /// What the diagnostics count this data as.
+    fn live(&self) -> Live {
+        Live::Tensor {
+            imported: !matches!(self, TensorData::Owned(_)),
+        }
+    }
 }
 
 impl AsTensorView for TensorData {
@@ -122,6 +132,7 @@ pub(crate) fn new_tensor(py: Python<'_>, data: TensorData) -> PyResult<Bound<'_,
         if obj.is_null() {
             return Err(PyErr::fetch(py));
         }
+        data.live().born();
         ptr::write(&raw mut (*obj.cast::<TensorObject>()).data, data);
         Ok(Bound::from_owned_ptr(py, obj))
     }
@@ -137,7 +148,9 @@ unsafe extern "C" fn tp_dealloc(obj: *mut ffi::PyObject) {
         if !(*tensor).weaklist.is_null() {
             ffi::PyObject_ClearWeakRefs(obj);
         }
+        let live = (*tensor).data.live();
         preserving_exception(|| ptr::drop_in_place(&raw mut (*tensor).data));
+        live.died();
         let ty = ffi::Py_TYPE(obj);
         ffi::PyObject_Free(obj.cast());
         ffi::Py_DecRef(ty.cast());

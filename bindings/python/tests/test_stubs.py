@@ -38,6 +38,7 @@ def test_module_functions_match_the_stubs():
         "to_shared",
         "from_shared",
         "shm_sweep",
+        "diagnostics",
     }
     for name, node in stubbed.items():
         runtime = inspect.signature(getattr(_dlbridge, name))

@@ -85,11 +85,13 @@ def test_no_leaks_over_100k_exchanges():
     exchanges(2_000)  # warm up allocator pools and caches
     gc.collect()
     rss_before, calls_before = rss_bytes(), deleter_calls()
+    live_before = dlbridge.diagnostics()
     exchanges(100_000)
     gc.collect()
     grown = rss_bytes() - rss_before
     assert deleter_calls() - calls_before == 100_000
     assert sys.getrefcount(a) == refcount
+    assert dlbridge.diagnostics() == live_before
     # Five exchanges per round: leaking even one 64-byte block each would grow RSS by ~30 MiB.
     assert grown < 4 << 20, f"RSS grew by {grown} bytes"
 

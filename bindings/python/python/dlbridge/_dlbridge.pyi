@@ -113,3 +113,9 @@ def from_shared(handle: str, *, writable: bool = False) -> Tensor:
 def shm_sweep() -> int:
     """Remove the named segments earlier dlbridge versions left in /dev/shm that no live process
     holds; return how many. Current segments are freed by the kernel with their last holder."""
+
+def diagnostics() -> dict[str, int]:
+    """Live counts, for leak hunting: ``tensors`` (live ``Tensor`` objects), ``imports`` (those
+    holding a producer's memory, released when they die) and ``exports`` (DLPack tensors handed
+    to consumers whose deleter has not run yet; an unconsumed capsule counts until it is
+    collected). Process-wide; a count that keeps growing is a leak."""
