@@ -24,7 +24,9 @@ import torch
 
 import dlbridge
 
-without_exchange_api = dlbridge._dlbridge._testing.from_dlpack_without_exchange_api
+# In test builds only (cargo feature `testing`): the import without its fast paths (the C
+# exchange API, lent buffers), i.e. always `__dlpack__` and a capsule.
+without_fast_paths = dlbridge._dlbridge._testing.from_dlpack_without_fast_paths
 
 a = np.arange(16, dtype=np.float32)
 t = dlbridge.from_dlpack(a)
@@ -33,7 +35,12 @@ tt = torch.arange(16, dtype=torch.float32)
 # (key, statement, description)
 CASES = [
     ("np_import", "np.from_dlpack(a)", "`np.from_dlpack(np_arr)` (baseline)"),
-    ("dlb_import", "dlbridge.from_dlpack(a)", "`dlbridge.from_dlpack(np_arr)`"),
+    ("dlb_import", "dlbridge.from_dlpack(a)", "`dlbridge.from_dlpack(np_arr)` (lent buffer)"),
+    (
+        "dlb_dunder",
+        "without_fast_paths(a)",
+        "`dlbridge.from_dlpack(np_arr)`, `__dlpack__`",
+    ),
     ("torch_import", "torch.from_dlpack(a)", "`torch.from_dlpack(np_arr)`"),
     ("np_export", "np.from_dlpack(t)", "`np.from_dlpack(dlbridge_tensor)`"),
     (
@@ -43,7 +50,7 @@ CASES = [
     ),
     (
         "torch_dunder",
-        "without_exchange_api(tt)",
+        "without_fast_paths(tt)",
         "`dlbridge.from_dlpack(torch_tensor)`, `__dlpack__`",
     ),
     (
@@ -53,13 +60,13 @@ CASES = [
     ),
     (
         "own_dunder",
-        "without_exchange_api(t)",
+        "without_fast_paths(t)",
         "`dlbridge.from_dlpack(dlbridge_tensor)`, `__dlpack__`",
     ),
 ]
 
 TARGETS = [
-    ("import", "dlb_import", "np_import", "<=", 1.0),
+    ("import", "dlb_import", "np_import", "<=", 0.8),
     ("export", "np_export", "np_import", "<=", 1.1),
     ("exchange API speed-up (torch)", "torch_dunder", "torch_fast", ">=", 3.0),
 ]
@@ -110,10 +117,13 @@ def report(best, rounds, number):
         met = ratio <= goal if op == "<=" else ratio >= goal
         lines.append(f"| {name} | {ratio:.2f}x | {op} {goal}x | {'yes' if met else 'no'} |")
     own = best["own_dunder"] / best["own_fast"]
+    lent = best["dlb_dunder"] / best["dlb_import"]
     lines += [
         "",
         f"The exchange API also speeds up imports of dlbridge's own tensors {own:.2f}x "
-        "(no capsule, no `__dlpack__` call).",
+        "(no capsule, no `__dlpack__` call). numpy arrays are read through the buffer protocol "
+        "once their type's buffers were seen to match `__dlpack__`, "
+        f"{lent:.2f}x faster than through `__dlpack__` and a capsule.",
     ]
     return "\n".join(lines) + "\n"
 

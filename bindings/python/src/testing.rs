@@ -1,7 +1,7 @@
 //! `dlbridge._testing`: a producer of DLPack capsules whose deleter counts its calls, for tests
 //! that must see a deleter run exactly once, and for capsules with deliberately odd or invalid
-//! metadata that no real library produces; and the import without the exchange API fast path,
-//! for the benchmark.
+//! metadata that no real library produces; and the import without its fast paths, for the
+//! benchmark. Built only with the cargo feature `testing` (test builds), never shipped.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -151,9 +151,10 @@ fn counting_capsule<'py>(
     into_capsule(py, export)
 }
 
-/// `from_dlpack(x)` without the C exchange API fast path: always `__dlpack__` and a capsule.
+/// `from_dlpack(x)` without its fast paths (the C exchange API, lent buffers): always
+/// `__dlpack__` and a capsule.
 #[pyfunction]
-fn from_dlpack_without_exchange_api<'py>(x: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+fn from_dlpack_without_fast_paths<'py>(x: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
     let request = ImportRequest {
         device: None,
         copy: None,
@@ -166,6 +167,6 @@ pub(crate) fn module(py: Python<'_>) -> PyResult<Bound<'_, PyModule>> {
     let m = PyModule::new(py, "_testing")?;
     m.add_function(wrap_pyfunction!(counting_capsule, &m)?)?;
     m.add_function(wrap_pyfunction!(deleter_calls, &m)?)?;
-    m.add_function(wrap_pyfunction!(from_dlpack_without_exchange_api, &m)?)?;
+    m.add_function(wrap_pyfunction!(from_dlpack_without_fast_paths, &m)?)?;
     Ok(m)
 }
