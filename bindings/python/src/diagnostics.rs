@@ -8,50 +8,66 @@ use dlbridge::{AsTensorView, TensorView};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
+/// Counts changed only with the GIL held, which serialises every change (abi3 extensions load
+/// only into GIL builds): a plain load and store each, without the cost of an atomic
+/// read-modify-write on the hot paths.
+struct GilCounter(AtomicUsize);
+
+impl GilCounter {
+    const fn new() -> Self {
+        GilCounter(AtomicUsize::new(0))
+    }
+
+    fn add(&self, _gil: Python<'_>, delta: isize) {
+        let value = self.0.load(Ordering::Relaxed);
+        self.0
+            .store(value.wrapping_add_signed(delta), Ordering::Relaxed);
+    }
+
+    fn get(&self) -> usize {
+        self.0.load(Ordering::Relaxed)
+    }
+}
+
 /// Live `dlbridge.Tensor` objects.
-static TENSORS: AtomicUsize = AtomicUsize::new(0);
+static TENSORS: GilCounter = GilCounter::new();
 /// Live Tensors holding a producer's memory (a DLPack tensor or a lent buffer).
-static IMPORTS: AtomicUsize = AtomicUsize::new(0);
-/// DLPack tensors dlbridge handed out whose deleter has not run yet.
-static EXPORTS: AtomicUsize = AtomicUsize::new(0);
+static IMPORTS: GilCounter = GilCounter::new();
+/// Zero-copy exports whose deleter has not run (released with the GIL held).
+static LENT: GilCounter = GilCounter::new();
+/// Copies handed out whose deleter has not run (their deleter may run on any thread, without
+/// the GIL).
+static COPIES: AtomicUsize = AtomicUsize::new(0);
 
 /// What a counter counts.
 #[derive(Clone, Copy)]
 pub(crate) enum Live {
     /// A `dlbridge.Tensor` (and whether it holds a producer's memory).
     Tensor { imported: bool },
-    /// A DLPack tensor handed out.
-    Export,
+    /// A zero-copy export.
+    Lent,
 }
 
 impl Live {
     /// Counts one more.
-    pub(crate) fn born(self) {
-        match self {
-            Live::Tensor { imported } => {
-                TENSORS.fetch_add(1, Ordering::Relaxed);
-                if imported {
-                    IMPORTS.fetch_add(1, Ordering::Relaxed);
-                }
-            }
-            Live::Export => {
-                EXPORTS.fetch_add(1, Ordering::Relaxed);
-            }
-        }
+    pub(crate) fn born(self, py: Python<'_>) {
+        self.add(py, 1);
     }
 
     /// Counts one less.
-    pub(crate) fn died(self) {
+    pub(crate) fn died(self, py: Python<'_>) {
+        self.add(py, -1);
+    }
+
+    fn add(self, py: Python<'_>, delta: isize) {
         match self {
             Live::Tensor { imported } => {
-                TENSORS.fetch_sub(1, Ordering::Relaxed);
+                TENSORS.add(py, delta);
                 if imported {
-                    IMPORTS.fetch_sub(1, Ordering::Relaxed);
+                    IMPORTS.add(py, delta);
                 }
             }
-            Live::Export => {
-                EXPORTS.fetch_sub(1, Ordering::Relaxed);
-            }
+            Live::Lent => LENT.add(py, delta),
         }
     }
 }
@@ -62,7 +78,7 @@ pub(crate) struct CountedExport<T>(T);
 impl<T> CountedExport<T> {
     /// Counts `source` as a live export.
     pub(crate) fn new(source: T) -> Self {
-        Live::Export.born();
+        COPIES.fetch_add(1, Ordering::Relaxed);
         CountedExport(source)
     }
 }
@@ -75,7 +91,7 @@ impl<T: AsTensorView> AsTensorView for CountedExport<T> {
 
 impl<T> Drop for CountedExport<T> {
     fn drop(&mut self) {
-        Live::Export.died();
+        COPIES.fetch_sub(1, Ordering::Relaxed);
     }
 }
 
@@ -89,8 +105,9 @@ impl<T> Drop for CountedExport<T> {
 #[pyfunction]
 pub(crate) fn diagnostics(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
     let counts = PyDict::new(py);
-    counts.set_item("tensors", TENSORS.load(Ordering::Relaxed))?;
-    counts.set_item("imports", IMPORTS.load(Ordering::Relaxed))?;
-    counts.set_item("exports", EXPORTS.load(Ordering::Relaxed))?;
+    counts.set_item("tensors", TENSORS.get())?;
+    counts.set_item("imports", IMPORTS.get())?;
+    let copies = COPIES.load(Ordering::Relaxed);
+    counts.set_item("exports", LENT.get() + copies)?;
     Ok(counts)
 }

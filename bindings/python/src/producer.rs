@@ -75,7 +75,7 @@ fn lend<M>(tensor: TensorRef<'_, '_>, managed: M) -> PyResult<NonNull<M>> {
             owner: tensor.object().to_owned().into_ptr(),
         })
     };
-    Live::Export.born();
+    Live::Lent.born(tensor.object().py());
     // `managed` is the first field of the repr(C) block, so the pointers coincide.
     Ok(block.cast())
 }
@@ -92,7 +92,8 @@ unsafe fn release_lent<M>(block: *mut LentBlock<M>) {
             ffi::Py_DecRef((*block).owner);
             ffi::PyMem_Free(block.cast());
         }
-        Live::Export.died();
+        // SAFETY: the GIL is held here (`with_gil_anywhere` runs this only then).
+        Live::Lent.died(unsafe { Python::assume_attached() });
     });
 }
 

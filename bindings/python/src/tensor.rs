@@ -132,7 +132,7 @@ pub(crate) fn new_tensor(py: Python<'_>, data: TensorData) -> PyResult<Bound<'_,
         if obj.is_null() {
             return Err(PyErr::fetch(py));
         }
-        data.live().born();
+        data.live().born(py);
         ptr::write(&raw mut (*obj.cast::<TensorObject>()).data, data);
         Ok(Bound::from_owned_ptr(py, obj))
     }
@@ -150,7 +150,7 @@ unsafe extern "C" fn tp_dealloc(obj: *mut ffi::PyObject) {
         }
         let live = (*tensor).data.live();
         preserving_exception(|| ptr::drop_in_place(&raw mut (*tensor).data));
-        live.died();
+        live.died(Python::assume_attached());
         let ty = ffi::Py_TYPE(obj);
         ffi::PyObject_Free(obj.cast());
         ffi::Py_DecRef(ty.cast());
