@@ -2,9 +2,11 @@
 
 - The wheel's file name claims `cp311-abi3` and a manylinux tag, and `auditwheel show` finds the
   wheel consistent with that tag (no newer glibc symbol, no library outside the manylinux
-  policy); run with the auditwheel of the dist venv.
+  policy); run with the auditwheel of the dist venv. Its extension lacks the test-only
+  `_testing` module (cargo feature `testing`).
 - The sdist holds what building from it needs: pyproject.toml, the binding crate, the core
-  crate, the workspace manifest and lock, and the Python package with its stubs.
+  crate and dlbridge-pyo3, the workspace manifest and lock, and the Python package with its
+  stubs.
 
 Usage: python check_python_dist.py DIST_DIR. Prints one line per artifact; exits 1 on a problem.
 """
@@ -15,6 +17,7 @@ import re
 import subprocess
 import sys
 import tarfile
+import zipfile
 from pathlib import Path
 
 SDIST_NEEDS = [
@@ -25,6 +28,8 @@ SDIST_NEEDS = [
     "bindings/python/src/lib.rs",
     "crates/dlbridge/Cargo.toml",
     "crates/dlbridge/src/lib.rs",
+    "crates/dlbridge-pyo3/Cargo.toml",
+    "crates/dlbridge-pyo3/src/lib.rs",
     "python/dlbridge/__init__.py",
     "python/dlbridge/_dlbridge.pyi",
     "python/dlbridge/py.typed",
@@ -46,7 +51,13 @@ def check_wheel(wheel: Path) -> None:
     found = re.search(r'consistent with the following platform tag:\s*"([^"]+)"', report)
     if not found or found.group(1) not in manylinux:
         raise SystemExit(f"{wheel.name}: auditwheel says\n{report}")
-    print(f"wheel {wheel.name}: auditwheel agrees on {found.group(1)}")
+    with zipfile.ZipFile(wheel) as archive:
+        (extension,) = [
+            n for n in archive.namelist() if n.startswith("dlbridge/_dlbridge") and ".so" in n
+        ]
+        if b"counting_capsule" in archive.read(extension):
+            raise SystemExit(f"{wheel.name}: {extension} holds the test-only _testing module")
+    print(f"wheel {wheel.name}: auditwheel agrees on {found.group(1)}, no test-only code")
 
 
 def check_sdist(sdist: Path) -> None:
