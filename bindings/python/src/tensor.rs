@@ -12,12 +12,12 @@ use std::sync::atomic::{AtomicPtr, Ordering};
 
 use dlbridge::{AsTensorView, ManagedTensor, TensorView};
 use dlbridge_pyo3::consumer::LentBuffer;
+use dlbridge_pyo3::producer::preserving_exception;
 use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::PyType;
 
 use crate::buffer;
-use crate::capsule::preserving_exception;
 use crate::diagnostics::Live;
 use crate::errors::type_error;
 use crate::tensor_api;

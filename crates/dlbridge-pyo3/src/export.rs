@@ -7,19 +7,15 @@
 //! modules is a DLPack capsule: no Rust type crosses a module boundary, so an abi3 extension
 //! built with any pyo3 or dlbridge version can return tensors to any dlbridge package.
 
-use std::ffi::{c_void, CStr};
-use std::ptr::NonNull;
 use std::sync::Arc;
 
-use dlbridge::ffi::{DLManagedTensor, DLManagedTensorVersioned};
 use dlbridge::{export, AsTensorView, Element, Flags, Order, Tensor};
 use ndarray::{Array, Dimension};
 use pyo3::exceptions::PyBufferError;
-use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 
-use crate::capsule::{LEGACY, VERSIONED};
+use crate::capsule::{legacy_capsule, versioned_capsule};
 use crate::errors::to_py_err;
 
 /// A Rust tensor on its way to Python: return it (or `PyResult<Export>`) from a `#[pyfunction]`.
@@ -77,7 +73,7 @@ impl<'py> IntoPyObject<'py> for Export {
     fn into_pyobject(self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         match dlbridge_from_dlpack(py) {
             Some(from_dlpack) => {
-                let capsule = versioned_capsule(py, Arc::new(self.0), Flags::empty())?;
+                let capsule = versioned_export(py, Arc::new(self.0), Flags::empty())?;
                 from_dlpack.call1((capsule,))
             }
             None => Ok(Bound::new(
@@ -127,7 +123,7 @@ impl ExportedTensor {
             Arc::clone(&self.tensor)
         };
         if max_version.is_some_and(|(major, _)| major >= 1) {
-            versioned_capsule(py, source, Flags::empty())
+            versioned_export(py, source, Flags::empty())
         } else {
             let legacy = export::to_legacy(source, false).map_err(|_| {
                 PyBufferError::new_err(
@@ -135,7 +131,7 @@ impl ExportedTensor {
                      max_version=(1, 0)",
                 )
             })?;
-            into_capsule(py, legacy.as_ptr().cast(), LEGACY, release_legacy)
+            legacy_capsule(py, legacy)
         }
     }
 
@@ -157,88 +153,10 @@ impl ExportedTensor {
         self.tensor.dtype().name()
     }
 }
-
-fn versioned_capsule(
+fn versioned_export(
     py: Python<'_>,
     tensor: Arc<Tensor>,
     flags: Flags,
 ) -> PyResult<Bound<'_, PyAny>> {
-    let managed = export::to_versioned(tensor, flags);
-    into_capsule(py, managed.as_ptr().cast(), VERSIONED, release_versioned)
-}
-
-/// Wraps an export in a capsule that owns it until a consumer renames the capsule; if the
-/// capsule cannot be made, the export is deleted.
-fn into_capsule<'py>(
-    py: Python<'py>,
-    pointer: *mut c_void,
-    name: &'static CStr,
-    destructor: unsafe extern "C" fn(*mut ffi::PyObject),
-) -> PyResult<Bound<'py, PyAny>> {
-    // SAFETY: `pointer` is a non-null export we own; the name is static; the destructor matches.
-    let capsule = unsafe { ffi::PyCapsule_New(pointer, name.as_ptr(), Some(destructor)) };
-    if capsule.is_null() {
-        // SAFETY: no capsule owns the export: delete it once, as the destructor would.
-        unsafe { delete(pointer, name) };
-        return Err(PyErr::fetch(py));
-    }
-    // SAFETY: a new reference just returned by PyCapsule_New.
-    Ok(unsafe { Bound::from_owned_ptr(py, capsule) })
-}
-
-/// Runs the deleter of an export of kind `name`.
-///
-/// # Safety
-/// `pointer` is an unconsumed export of that kind, not used afterwards.
-unsafe fn delete(pointer: *mut c_void, name: &CStr) {
-    // SAFETY: per the contract.
-    unsafe {
-        if name == VERSIONED {
-            let managed = pointer.cast::<DLManagedTensorVersioned>();
-            if let Some(deleter) = (*managed).deleter {
-                deleter(managed);
-            }
-        } else {
-            let managed = pointer.cast::<DLManagedTensor>();
-            if let Some(deleter) = (*managed).deleter {
-                deleter(managed);
-            }
-        }
-    }
-}
-
-/// Frees the export in `capsule` if no consumer took it (consumers rename the capsule),
-/// keeping any exception in flight.
-///
-/// # Safety
-/// Called by CPython with the GIL held on a live capsule made by [`into_capsule`] with `name`.
-unsafe fn release_unconsumed(capsule: *mut ffi::PyObject, name: &'static CStr) {
-    // SAFETY: per the contract; our name pointer stays until a consumer renames the capsule.
-    unsafe {
-        if ffi::PyCapsule_GetName(capsule) != name.as_ptr() {
-            return;
-        }
-        let Some(pointer) = NonNull::new(ffi::PyCapsule_GetPointer(capsule, name.as_ptr())) else {
-            ffi::PyErr_Clear();
-            return;
-        };
-        let (mut ty, mut value, mut traceback) = (
-            std::ptr::null_mut(),
-            std::ptr::null_mut(),
-            std::ptr::null_mut(),
-        );
-        ffi::PyErr_Fetch(&mut ty, &mut value, &mut traceback);
-        delete(pointer.as_ptr(), name);
-        ffi::PyErr_Restore(ty, value, traceback);
-    }
-}
-
-unsafe extern "C" fn release_versioned(capsule: *mut ffi::PyObject) {
-    // SAFETY: CPython's capsule destructor contract, for a capsule named VERSIONED.
-    unsafe { release_unconsumed(capsule, VERSIONED) }
-}
-
-unsafe extern "C" fn release_legacy(capsule: *mut ffi::PyObject) {
-    // SAFETY: CPython's capsule destructor contract, for a capsule named LEGACY.
-    unsafe { release_unconsumed(capsule, LEGACY) }
+    versioned_capsule(py, export::to_versioned(tensor, flags))
 }

@@ -90,6 +90,7 @@ mod errors;
 mod exchange_api;
 mod export;
 mod import;
+pub mod producer;
 mod symbols;
 mod types;
 
