@@ -112,7 +112,7 @@ impl<'py> PyTensor<'py> {
     /// GIL themselves), or a borrowed buffer is released with the GIL taken for it.
     pub fn into_tensor(self) -> PyResult<Tensor> {
         match self.source {
-            Source::Managed(managed) => Ok(Tensor::from_managed(*managed)),
+            Source::Managed(managed) => Ok(Tensor::from_managed(managed.into_inner())),
             Source::Buffer(buffer) => {
                 let view = buffer.view();
                 let (data, dtype, device, flags) =

@@ -18,6 +18,7 @@ use pyo3::types::{PyMemoryView, PyString, PyTuple};
 use crate::buffer::LentBuffer;
 use crate::capsule::{consume_capsule, is_capsule};
 use crate::exchange_api::ExchangeApi;
+use crate::pybox::PyBox;
 use crate::symbols::{vectorcall_method, PY_VECTORCALL_ARGUMENTS_OFFSET};
 use crate::types::{lookup, TypeInfo};
 
@@ -58,15 +59,9 @@ pub(crate) fn interned(py: Python<'_>) -> &'static Interned {
 pub(crate) enum Source {
     /// Through a capsule or the exchange API (boxed: arguments move a few times on their way
     /// into a function, and a small `Source` keeps those moves cheap).
-    Managed(Box<ManagedTensor>),
+    Managed(PyBox<ManagedTensor>),
     /// Through the buffer protocol.
     Buffer(LentBuffer),
-}
-
-impl Source {
-    fn managed(managed: ManagedTensor) -> Source {
-        Source::Managed(Box::new(managed))
-    }
 }
 
 /// Imports `obj` for a call: the exchange API for types publishing it; the buffer protocol for
@@ -75,7 +70,10 @@ impl Source {
 /// `__dlpack__` call); else as [`from_dlpack`] does.
 pub(crate) fn import(obj: &Bound<'_, PyAny>) -> PyResult<Source> {
     if is_capsule(obj) {
-        return consume_capsule(obj, || false).map(Source::managed);
+        return Ok(Source::Managed(PyBox::new(
+            obj.py(),
+            consume_capsule(obj, || false)?,
+        )?));
     }
     let info = lookup(obj);
     if let Some(buffer) = info.lend(obj) {
@@ -83,7 +81,7 @@ pub(crate) fn import(obj: &Bound<'_, PyAny>) -> PyResult<Source> {
     }
     let managed = import_dlpack(obj, &info)?;
     info.verify(obj, &managed);
-    Ok(Source::managed(managed))
+    Ok(Source::Managed(PyBox::new(obj.py(), managed)?))
 }
 
 /// Imports `obj`: a `dltensor_versioned`/`dltensor` capsule (consumed), an instance of a type

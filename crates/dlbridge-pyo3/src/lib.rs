@@ -91,6 +91,7 @@ mod exchange_api;
 mod export;
 mod import;
 pub mod producer;
+mod pybox;
 mod symbols;
 mod types;
 
