@@ -20,8 +20,7 @@ use std::ptr;
 
 use dlbridge::{Device, ManagedTensor, Order};
 use dlbridge_pyo3::consumer::{
-    call_dunder_dlpack, consume_capsule, declares_read_only, exchange_api, is_capsule, lend_buffer,
-    verify_buffers, ExchangeApi,
+    call_dunder_dlpack, consume_capsule, declares_read_only, is_capsule, producer_type, ExchangeApi,
 };
 use pyo3::exceptions::PyAttributeError;
 use pyo3::ffi;
@@ -76,12 +75,9 @@ pub(crate) fn from_dlpack<'py>(
     }
     // The fast paths are optimisations only: if they fail, or cannot honour the request, the
     // producer's `__dlpack__` gets the final word (and raises its own, canonical errors).
-    let published = if fast_paths {
-        exchange_api(x)
-    } else {
-        ExchangeApi::Nothing
-    };
-    if let ExchangeApi::Usable(entry) = &published {
+    let producer = fast_paths.then(|| producer_type(x));
+    let published = producer.as_ref().map(|p| p.exchange_api());
+    if let Some(ExchangeApi::Usable(entry)) = published {
         let fast = entry
             .import(x)
             .ok()
@@ -92,13 +88,12 @@ pub(crate) fn from_dlpack<'py>(
         }
     }
     let plain = request.device.is_none() && request.copy != Some(true);
-    if fast_paths && plain {
-        if let Some(buffer) = lend_buffer(x) {
-            return finish(py, TensorData::Lent(buffer), request);
-        }
+    let buffers = producer.as_ref().filter(|_| plain);
+    if let Some(buffer) = buffers.and_then(|p| p.lend_buffer(x)) {
+        return finish(py, TensorData::Lent(buffer), request);
     }
     let capsule =
-        dunder_dlpack(py, x, request).map_err(|err| refuse_unusable(py, x, &published, err))?;
+        dunder_dlpack(py, x, request).map_err(|err| refuse_unusable(py, x, published, err))?;
     if !is_capsule(&capsule) {
         return Err(type_error(format!(
             "{}.__dlpack__() returned {}, not a DLPack capsule",
@@ -107,8 +102,8 @@ pub(crate) fn from_dlpack<'py>(
         )));
     }
     let managed = consume_capsule(&capsule, || declares_read_only(x))?;
-    if fast_paths && plain {
-        verify_buffers(x, &managed);
+    if let Some(producer) = buffers {
+        producer.verify_buffers(x, &managed);
     }
     finish(py, TensorData::Imported(managed), request)
 }
@@ -119,10 +114,10 @@ pub(crate) fn from_dlpack<'py>(
 fn refuse_unusable(
     py: Python<'_>,
     x: &Bound<'_, PyAny>,
-    published: &ExchangeApi,
+    published: Option<&ExchangeApi>,
     err: PyErr,
 ) -> PyErr {
-    let ExchangeApi::Unusable(what) = published else {
+    let Some(ExchangeApi::Unusable(what)) = published else {
         return err;
     };
     let ty = x.get_type();

@@ -4,12 +4,13 @@
 //!
 //! The usual order of attempts, cheapest first:
 //! 1. [`is_capsule`] / [`consume_capsule`] for raw capsules;
-//! 2. the type's C exchange API ([`exchange_api`], cached per type; [`ExchangeEntry::import`]);
-//! 3. a buffer the producer lends ([`lend_buffer`]), for types whose buffers were seen to match
-//!    their `__dlpack__`;
+//! 2. the type's C exchange API ([`producer_type`] and [`ProducerType::exchange_api`], cached
+//!    per type; [`ExchangeEntry::import`]);
+//! 3. a buffer the producer lends ([`ProducerType::lend_buffer`]), for types whose buffers were
+//!    seen to match their `__dlpack__`;
 //! 4. [`call_dunder_dlpack`], then [`consume_capsule`] with [`declares_read_only`] answering for
-//!    legacy capsules, and [`verify_buffers`] so that later instances of the type can take
-//!    step 3.
+//!    legacy capsules, and [`ProducerType::verify_buffers`] so that later instances of the type
+//!    can take step 3.
 
 use dlbridge::ManagedTensor;
 use pyo3::prelude::*;
@@ -17,34 +18,44 @@ use pyo3::prelude::*;
 pub use crate::buffer::LentBuffer;
 pub use crate::capsule::{consume_capsule, is_capsule};
 pub use crate::exchange_api::{ExchangeApi, ExchangeEntry, FromPyObjectFn, CAPSULE_NAME};
-pub use crate::import::{call_dunder_dlpack, declares_read_only, is_signature_error};
-pub use crate::symbols::{
-    lookup_symbol, vectorcall_method, VectorcallMethod, PY_VECTORCALL_ARGUMENTS_OFFSET,
-};
+pub use crate::import::{call_dunder_dlpack, declares_read_only};
+pub use crate::symbols::lookup_symbol;
 
-use crate::types::lookup;
+use crate::types::{lookup, Known};
 
-/// What `obj`'s type publishes as its C exchange API (probed once per type and cached).
-pub fn exchange_api(obj: &Bound<'_, PyAny>) -> ExchangeApi {
-    lookup(obj).exchange_api.clone()
+/// What a producer's type offers for importing its instances, learned on first sight and cached
+/// for the life of the process (16 types; others are probed on every call).
+pub struct ProducerType(Known);
+
+/// The facts about `obj`'s type.
+#[inline]
+pub fn producer_type(obj: &Bound<'_, PyAny>) -> ProducerType {
+    ProducerType(lookup(obj))
 }
 
-/// `obj`'s buffer, when its type's buffers were seen to describe exactly what its `__dlpack__`
-/// gives (see [`verify_buffers`]) and this buffer maps exactly onto a DLPack tensor; `None`
-/// otherwise (then ask `__dlpack__`).
-#[inline]
-pub fn lend_buffer(obj: &Bound<'_, PyAny>) -> Option<LentBuffer> {
-    lookup(obj).lend(obj)
-}
+impl ProducerType {
+    /// What the type publishes as its C exchange API.
+    #[inline]
+    pub fn exchange_api(&self) -> &ExchangeApi {
+        &self.0.exchange_api
+    }
 
-/// Compares `obj`'s buffer with `managed`, what `obj.__dlpack__()` just gave, unless its type's
-/// route is settled already: a match (same memory, dtype, shape, strides and read-only-ness)
-/// lets [`lend_buffer`] serve later instances of the type; a mismatch keeps the type on
-/// `__dlpack__` for good. Empty tensors and formats without an exact DLPack dtype decide nothing.
-#[inline]
-pub fn verify_buffers(obj: &Bound<'_, PyAny>, managed: &ManagedTensor) {
-    let info = lookup(obj);
-    if info.unverified() {
-        info.verify(obj, managed);
+    /// `obj`'s buffer, when the type's buffers were seen to describe exactly what its
+    /// `__dlpack__` gives (see [`verify_buffers`](Self::verify_buffers)) and this buffer maps
+    /// exactly onto a DLPack tensor; `None` otherwise (then ask `__dlpack__`). `obj` is an
+    /// instance of the type.
+    #[inline]
+    pub fn lend_buffer(&self, obj: &Bound<'_, PyAny>) -> Option<LentBuffer> {
+        self.0.lend(obj)
+    }
+
+    /// Compares `obj`'s buffer with `managed`, what `obj.__dlpack__()` just gave, unless the
+    /// type's route is settled already: a match (same memory, dtype, shape, strides and
+    /// read-only-ness) lets [`lend_buffer`](Self::lend_buffer) serve later instances; a mismatch
+    /// keeps the type on `__dlpack__` for good. Empty tensors, dimensions of size 1 and formats
+    /// without an exact DLPack dtype decide nothing.
+    #[inline]
+    pub fn verify_buffers(&self, obj: &Bound<'_, PyAny>, managed: &ManagedTensor) {
+        self.0.verify(obj, managed);
     }
 }

@@ -206,7 +206,7 @@ fn call_method<'py>(
 /// Whether a TypeError complains about the call's arguments (a producer predating
 /// `max_version`), as opposed to a TypeError the producer raised for its own reasons, which must
 /// reach the caller unchanged.
-pub fn is_signature_error(py: Python<'_>, err: &PyErr) -> bool {
+fn is_signature_error(py: Python<'_>, err: &PyErr) -> bool {
     let message = err.value(py).to_string();
     [
         "max_version",

@@ -7,11 +7,11 @@ use std::sync::OnceLock;
 use pyo3::ffi;
 
 /// `PY_VECTORCALL_ARGUMENTS_OFFSET`: the callee may overwrite `args[-1]` temporarily.
-pub const PY_VECTORCALL_ARGUMENTS_OFFSET: usize = 1 << (usize::BITS - 1);
+pub(crate) const PY_VECTORCALL_ARGUMENTS_OFFSET: usize = 1 << (usize::BITS - 1);
 
 /// Signature of `PyObject_VectorcallMethod` (exported by every CPython >= 3.9, stable ABI from
 /// 3.12).
-pub type VectorcallMethod = unsafe extern "C" fn(
+pub(crate) type VectorcallMethod = unsafe extern "C" fn(
     name: *mut ffi::PyObject,
     args: *const *mut ffi::PyObject,
     nargsf: usize,
@@ -19,7 +19,7 @@ pub type VectorcallMethod = unsafe extern "C" fn(
 ) -> *mut ffi::PyObject;
 
 /// `PyObject_VectorcallMethod` of the running interpreter, if it exports it.
-pub fn vectorcall_method() -> Option<VectorcallMethod> {
+pub(crate) fn vectorcall_method() -> Option<VectorcallMethod> {
     static FOUND: OnceLock<Option<VectorcallMethod>> = OnceLock::new();
     *FOUND.get_or_init(|| {
         // SAFETY: the symbol, when present, is CPython's `PyObject_VectorcallMethod`, whose

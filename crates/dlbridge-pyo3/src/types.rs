@@ -106,12 +106,6 @@ fn type_info(obj: &Bound<'_, PyAny>) -> TypeInfo {
 }
 
 impl TypeInfo {
-    /// Whether the type's route is still to be settled by [`TypeInfo::verify`].
-    #[inline]
-    pub(crate) fn unverified(&self) -> bool {
-        self.buffers && self.route.load(Ordering::Relaxed) == UNVERIFIED
-    }
-
     /// `obj`'s buffer, when the type's buffers were seen to match its `__dlpack__` and this one
     /// maps exactly onto a DLPack tensor.
     #[inline]
@@ -127,7 +121,7 @@ impl TypeInfo {
     /// type's route. Instances that cannot decide (empty, off the CPU, or a format without an
     /// exact DLPack dtype) leave it unverified.
     pub(crate) fn verify(&self, obj: &Bound<'_, PyAny>, managed: &ManagedTensor) {
-        if !self.unverified() {
+        if !self.buffers || self.route.load(Ordering::Relaxed) != UNVERIFIED {
             return;
         }
         let dlpack = managed.view();
