@@ -294,3 +294,64 @@ def test_copied_flag_describes_the_import_not_the_source():
     assert copy.copied
     view = dlbridge.from_dlpack(copy)
     assert not view.copied and view.data_ptr == copy.data_ptr
+
+
+class CountingArray(np.ndarray):
+    """numpy arrays whose `__dlpack__` counts its calls and the keywords it was given."""
+
+    calls = []
+
+    def __dlpack__(self, **kwargs):
+        type(self).calls.append(kwargs)
+        return super().__dlpack__(**kwargs)
+
+
+class ScaledArray(np.ndarray):
+    """numpy arrays whose `__dlpack__` gives other memory than their buffer: ten times the
+    values, in a new array."""
+
+    def __dlpack__(self, **kwargs):
+        return (self.view(np.ndarray) * 10).__dlpack__(**kwargs)
+
+
+def test_numpy_buffers_stand_in_for_dlpack_once_the_type_showed_they_match():
+    base = np.arange(12, dtype=np.int16).reshape(3, 4)
+    first = dlbridge.from_dlpack(base.view(CountingArray))
+    assert len(CountingArray.calls) == 1 and first.tolist() == base.tolist()
+    view = base[::-1, 1::2].view(CountingArray)
+    t = dlbridge.from_dlpack(view)
+    assert len(CountingArray.calls) == 1  # lent by the buffer protocol
+    assert (t.shape, t.strides, t.dtype) == ((3, 2), (-4, 2), "int16")
+    assert t.data_ptr == np_ptr(view) and t.tolist() == view.tolist() and not t.copied
+    # Read-only arrays are verified apart (legacy producers refuse to export them).
+    frozen = base.copy().view(CountingArray)
+    frozen.flags.writeable = False
+    assert dlbridge.from_dlpack(frozen).readonly
+    assert len(CountingArray.calls) == 2
+    assert not np.from_dlpack(dlbridge.from_dlpack(frozen)).flags.writeable
+    assert len(CountingArray.calls) == 2
+    # The memory is the array's: a write through numpy is seen by the tensor.
+    np.from_dlpack(t)[0, 0] = 99
+    assert base[2, 1] == 99 and t.tolist()[0][0] == 99
+
+
+def test_requests_and_inexact_buffers_still_ask_dlpack():
+    a = np.arange(6.0).reshape(2, 3).view(CountingArray)
+    dlbridge.from_dlpack(a)
+    calls = len(CountingArray.calls)
+    assert dlbridge.from_dlpack(a, device="cpu").data_ptr == np_ptr(a)
+    assert dlbridge.from_dlpack(a, copy=True).copied
+    assert [c.get("dl_device") for c in CountingArray.calls[calls:]] == [(1, 0), None]
+    assert CountingArray.calls[-1]["copy"] is True
+    calls = len(CountingArray.calls)
+    dlbridge.from_dlpack(np.zeros((1, 3)).view(CountingArray))  # a dimension of size 1
+    with pytest.raises(BufferError):
+        dlbridge.from_dlpack(np.arange(3, dtype=">f8").view(CountingArray))
+    assert len(CountingArray.calls) == calls + 2
+
+
+def test_types_whose_buffers_differ_from_dlpack_keep_asking_dlpack():
+    a = np.arange(4.0).view(ScaledArray)
+    tensors = [dlbridge.from_dlpack(a) for _ in range(3)]
+    assert [t.tolist() for t in tensors] == [[0.0, 10.0, 20.0, 30.0]] * 3
+    assert all(t.data_ptr != np_ptr(a) for t in tensors)

@@ -24,7 +24,7 @@ pub use crate::symbols::lookup_symbol;
 use crate::types::{lookup, Known};
 
 /// What a producer's type offers for importing its instances, learned on first sight and cached
-/// for the life of the process (16 types; others are probed on every call).
+/// for the life of the process (64 types; others are probed on every call).
 pub struct ProducerType(Known);
 
 /// The facts about `obj`'s type.

@@ -39,18 +39,18 @@
 //! read-only-ness is asked through the buffer protocol). The producer's deleter runs exactly
 //! once, when the argument drops.
 //!
-//! Producers that also export buffers (numpy, jax, mlx) are borrowed through the buffer
-//! protocol once their type has shown that a buffer describes exactly what `__dlpack__` gives:
-//! the first instance of a type goes through `__dlpack__` and its buffer is compared (memory,
-//! dtype, shape, strides, read-only-ness); from then on instances lend their buffer directly when
-//! the format maps exactly onto a DLPack dtype (native-order booleans, integers, floats, complex)
-//! with whole-element strides and at most 6 dimensions, none of size 0 or 1 (whose strides
-//! exporters normalise in buffers but not in DLPack tensors). That is the same memory and the same
-//! read-only answer without a `__dlpack__` call, a capsule or a managed tensor (numpy: about
-//! half the cost; jax, whose legacy capsules must be asked for their read-only-ness through the
-//! buffer protocol anyway: about 5x cheaper). The buffer is released when the argument drops.
-//! Other formats (bfloat16, byte-swapped data) still go through `__dlpack__`. [`from_dlpack`]
-//! itself always speaks DLPack.
+//! Producers that also export buffers (numpy, jax, mlx) are borrowed through the buffer protocol
+//! once their type has shown that a buffer describes exactly what `__dlpack__` gives: the first
+//! instance of a type (writable and read-only ones apart) goes through `__dlpack__` and its buffer
+//! is compared (memory, dtype, shape, strides, read-only-ness); from then on instances of that
+//! read-only-ness lend their buffer directly when the format maps exactly onto a DLPack dtype
+//! (native-order booleans, integers, floats, complex) with whole-element strides and at most 6
+//! dimensions, none of size 0 or 1 (whose strides exporters normalise in buffers but not in DLPack
+//! tensors). That is the same memory and the same read-only answer without a `__dlpack__` call, a
+//! capsule or a managed tensor (numpy: about half the cost; jax, whose legacy capsules must be
+//! asked for their read-only-ness through the buffer protocol anyway: about 5x cheaper). The buffer
+//! is released when the argument drops. Other formats (bfloat16, byte-swapped data) still go
+//! through `__dlpack__`. [`from_dlpack`] itself always speaks DLPack.
 //!
 //! ## Releasing the GIL
 //! Argument values are tied to the GIL (`'py`) and stay on the calling thread, but what they lend

@@ -21,8 +21,10 @@ pub(crate) struct TypeInfo {
     pub(crate) exchange_api: ExchangeApi,
     /// Whether instances export buffers (and the type has `__dlpack__`).
     buffers: bool,
-    /// How instances are best imported: [`UNVERIFIED`], [`BUFFER`] or [`DLPACK`].
-    route: AtomicU8,
+    /// How instances are best imported, for writable (`[0]`) and read-only (`[1]`) instances
+    /// apart (a producer may treat them differently: legacy-only producers refuse read-only
+    /// data): [`UNVERIFIED`], [`BUFFER`] or [`DLPACK`].
+    route: [AtomicU8; 2],
 }
 
 /// The type's buffers have not been compared with its `__dlpack__` yet.
@@ -33,10 +35,11 @@ const BUFFER: u8 = 1;
 /// An instance's buffer and its `__dlpack__` disagreed: always `__dlpack__`.
 const DLPACK: u8 = 2;
 
-/// Types seen. Each slot is written once; a cached type is kept alive by a reference, so its
-/// address cannot be reused by another type. Types beyond the slots are probed on every call
-/// (correct, only slower).
-static TYPES: [OnceLock<TypeInfo>; 16] = [const { OnceLock::new() }; 16];
+/// Types seen, in the order they were first seen (a lookup scans them: the first types, usually
+/// the hot ones, are found first). Each slot is written once; a cached type is kept alive by a
+/// reference, so its address cannot be reused by another type. Types beyond the slots are probed
+/// on every call (correct, only slower, and their buffers are never lent).
+static TYPES: [OnceLock<TypeInfo>; 64] = [const { OnceLock::new() }; 64];
 
 /// The facts about `obj`'s type: cached, or freshly probed when the cache is full.
 pub(crate) enum Known {
@@ -101,30 +104,38 @@ fn type_info(obj: &Bound<'_, PyAny>) -> TypeInfo {
         exchange_api: exchange_api::probe(&ty),
         buffers: buffer::supported(obj)
             && ty.hasattr(interned(py).dlpack.bind(py)).unwrap_or(false),
-        route: AtomicU8::new(UNVERIFIED),
+        route: [const { AtomicU8::new(UNVERIFIED) }; 2],
     }
 }
 
 impl TypeInfo {
-    /// `obj`'s buffer, when the type's buffers were seen to match its `__dlpack__` and this one
-    /// maps exactly onto a DLPack tensor.
+    /// `obj`'s buffer, when the type's buffers of the same read-only-ness were seen to match its
+    /// `__dlpack__` and this one maps exactly onto a DLPack tensor.
     #[inline]
     pub(crate) fn lend(&self, obj: &Bound<'_, PyAny>) -> Option<LentBuffer> {
-        if self.buffers && self.route.load(Ordering::Relaxed) == BUFFER {
-            LentBuffer::get(obj)
-        } else {
-            None
+        let [writable, read_only] = self.route.each_ref().map(|r| r.load(Ordering::Relaxed));
+        if !self.buffers || (writable != BUFFER && read_only != BUFFER) {
+            return None;
         }
+        let buffer = LentBuffer::get(obj)?;
+        let route = if buffer.view().is_read_only() {
+            read_only
+        } else {
+            writable
+        };
+        // A buffer of the other read-only-ness is released unused: `__dlpack__` decides.
+        (route == BUFFER).then_some(buffer)
     }
 
     /// Compares `obj`'s buffer with `managed`, the tensor its `__dlpack__` gave, and settles the
-    /// type's route. Instances that cannot decide (empty, off the CPU, or a format without an
-    /// exact DLPack dtype) leave it unverified.
+    /// type's route for instances of that read-only-ness. Instances that cannot decide (empty,
+    /// off the CPU, or a format without an exact DLPack dtype) leave it unverified.
     pub(crate) fn verify(&self, obj: &Bound<'_, PyAny>, managed: &ManagedTensor) {
-        if !self.buffers || self.route.load(Ordering::Relaxed) != UNVERIFIED {
+        let dlpack = managed.view();
+        let route = &self.route[usize::from(dlpack.is_read_only())];
+        if !self.buffers || route.load(Ordering::Relaxed) != UNVERIFIED {
             return;
         }
-        let dlpack = managed.view();
         if dlpack.size() == 0 || !dlpack.device().kind.is_host_accessible() {
             return;
         }
@@ -137,7 +148,6 @@ impl TypeInfo {
             && buffer.shape() == dlpack.shape()
             && buffer.strides() == dlpack.strides()
             && buffer.is_read_only() == dlpack.is_read_only();
-        let route = if agree { BUFFER } else { DLPACK };
-        self.route.store(route, Ordering::Relaxed);
+        route.store(if agree { BUFFER } else { DLPACK }, Ordering::Relaxed);
     }
 }

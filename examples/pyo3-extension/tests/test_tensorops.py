@@ -254,3 +254,43 @@ def test_buffer_and_dlpack_routes_agree_on_every_answer():
     base.flags.writeable = False
     with pytest.raises(ValueError, match="read-only"):
         tensorops.scale_(base[::2], 2.0)
+
+
+class CountingArray(np.ndarray):
+    """numpy arrays whose `__dlpack__` counts its calls."""
+
+    calls = 0
+
+    def __dlpack__(self, **kwargs):
+        type(self).calls += 1
+        return super().__dlpack__(**kwargs)
+
+
+class ScaledArray(np.ndarray):
+    """numpy arrays whose `__dlpack__` gives other memory than their buffer: ten times the
+    values, in a new array."""
+
+    def __dlpack__(self, **kwargs):
+        return (self.view(np.ndarray) * 10).__dlpack__(**kwargs)
+
+
+def test_buffers_stand_in_for_dlpack_once_a_type_showed_they_match():
+    arrays = [np.arange(6, dtype=np.float32).reshape(2, 3).view(CountingArray) for _ in range(3)]
+    assert [tensorops.sum(a) for a in arrays] == [15.0] * 3
+    assert CountingArray.calls == 1  # the first array's buffer matched its __dlpack__
+    strided = np.arange(24, dtype=np.float32).reshape(4, 6)[::-2, 1::2].view(CountingArray)
+    assert tensorops.sum(strided) == float(np.asarray(strided).sum())
+    assert CountingArray.calls == 1
+    # Dimensions of size 1 (whose strides buffers normalise) and formats without an exact
+    # DLPack dtype still ask __dlpack__.
+    assert tensorops.sum(np.ones((1, 4), dtype=np.float32).view(CountingArray)) == 4.0
+    assert CountingArray.calls == 2
+    with pytest.raises(BufferError):
+        tensorops.sum(np.arange(3, dtype=">f4").view(CountingArray))
+    assert CountingArray.calls == 3
+
+
+def test_types_whose_buffers_differ_from_dlpack_keep_asking_dlpack():
+    a = np.arange(4, dtype=np.float32).view(ScaledArray)
+    assert [tensorops.sum(a) for _ in range(3)] == [60.0] * 3
+    assert [tensorops.length(a) for _ in range(2)] == [4, 4]
