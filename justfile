@@ -51,7 +51,7 @@ fuzz *targets:
 lint:
     cargo fmt --all -- --check
     cargo clippy --workspace --all-targets --locked -- -D warnings
-    RUSTDOCFLAGS="-D warnings" cargo doc --locked --no-deps -p dlbridge -p dlbridge-pyo3 --features dlbridge/ndarray
+    RUSTDOCFLAGS="-D warnings" cargo doc --locked --no-deps -p dlbridge -p dlbridge-pyo3 -p dlbridge-napi --features dlbridge/ndarray
 
 # Benchmarks, each against peers measured in the same run; writes docs/benchmarks.md.
 bench:

@@ -102,6 +102,16 @@ impl EnvContext {
         self.alive.load(Ordering::Acquire) && scope.raw() as usize == self.env
     }
 
+    /// Whether the environment is alive and this is its thread.
+    pub(crate) fn is_alive_on_this_thread(&self) -> bool {
+        self.is_alive() && thread::current().id() == self.thread
+    }
+
+    /// The environment (for calls on its thread while alive).
+    pub(crate) fn raw_env(&self) -> sys::napi_env {
+        self.env as sys::napi_env
+    }
+
     /// Whether the environment has not torn down yet.
     pub(crate) fn is_alive(&self) -> bool {
         self.alive.load(Ordering::Acquire)

@@ -70,6 +70,20 @@ impl JsMemory {
         Ok(Some(buffer))
     }
 
+    /// Whether the memory is still there, asked from outside a call of this addon (another
+    /// addon's, on this environment's thread): the environment is alive, this is its thread, and
+    /// the buffer is not detached.
+    pub(crate) fn is_usable_on_this_thread(&self) -> bool {
+        if !self.context.is_alive_on_this_thread() {
+            return false;
+        }
+        // SAFETY: the environment is alive and this is its thread, inside a JS call (another
+        // addon's), so its handle scope is open; Node-API environments of one thread share the
+        // isolate, and the reference is ours until `drop`.
+        let scope = unsafe { Scope::from_raw(self.context.raw_env()) };
+        matches!(self.buffer(scope), Ok(Some(_)))
+    }
+
     /// Fails if the memory is gone (detached buffer, exited worker); see [`JsMemory::buffer`].
     pub(crate) fn check_alive(&self, scope: Scope<'_>) -> Outcome<()> {
         self.buffer(scope).map(drop)

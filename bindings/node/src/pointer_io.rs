@@ -6,6 +6,7 @@
 //! wrapper around it.
 
 use std::collections::HashMap;
+use std::ptr::NonNull;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, LazyLock, Mutex, Weak};
 
@@ -122,6 +123,13 @@ pub(crate) fn export(
         },
     );
     Ok(address as u64)
+}
+
+/// A versioned export of `tensor` for the duration of another addon's call (the tensor-object
+/// protocol): anonymous, as the consumer's deleter runs before the call returns.
+pub(crate) fn export_for_call(tensor: &Arc<SharedTensor>) -> NonNull<DLManagedTensorVersioned> {
+    let (exported, _) = ExportedTensor::new(tensor.clone());
+    export::to_versioned(exported, Flags::empty())
 }
 
 /// A pointer argument: a BigInt address.
