@@ -24,6 +24,7 @@ test:
     @scripts/test-python-types.sh
     @scripts/test-python-min-numpy.sh
     @scripts/test-node.sh
+    @scripts/test-napi-example.sh
     @scripts/test-julia.sh
     @scripts/test-julia-embedded.sh
     @scripts/test-mojo.sh
