@@ -60,4 +60,5 @@ bench:
     @scripts/bench-frontends.sh
     @scripts/bench-pyo3-example.sh
     @scripts/bench-node.sh
+    @scripts/bench-napi-example.sh
     @scripts/bench-julia-embedded.sh

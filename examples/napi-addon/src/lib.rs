@@ -118,6 +118,12 @@ pub fn length_plain(x: Float32Array) -> u32 {
     x.len() as u32
 }
 
+/// The same through napi-rs's borrowed `&[f32]` argument (its cheapest).
+#[napi]
+pub fn length_slice(x: &[f32]) -> u32 {
+    x.len() as u32
+}
+
 /// Typed arrays returned by this addon whose memory the collector has not released yet.
 #[napi]
 pub fn live_exports() -> i64 {
