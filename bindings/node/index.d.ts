@@ -364,6 +364,15 @@ export declare function releasePointer(address: bigint, options?: { legacy?: boo
 /** Address of a typed array's first element (its byteOffset applied). */
 export declare function addressOf(array: SupportedTypedArray): bigint;
 
+/**
+ * A Tensor over the memory of a tensor object that another native addon returned (the
+ * `TensorObject` return type of the dlbridge-napi crate): shape, strides and read-only flag
+ * kept, nothing copied; the addon's tensor lives until this tensor and its views are collected.
+ * A dlbridge `Tensor` is accepted too (a new handle on the same memory).
+ * @throws {TypeError} anything else, typed arrays included (use {@link fromTypedArray})
+ */
+export declare function fromTensorObject(object: object): Tensor;
+
 /** What {@link emptyShared} returns. */
 export interface SharedAllocation<D extends string = DType> {
   /**

@@ -128,6 +128,11 @@ module.exports = {
    */
   Tensor: native.Tensor,
   fromTypedArray,
+  /**
+   * A Tensor over the memory of a tensor object another native addon returned
+   * (dlbridge-napi's `TensorObject`): shape, strides and read-only flag kept, no copy.
+   */
+  fromTensorObject: native.fromTensorObject,
   /** A zero-filled row-major tensor in memory owned by Rust: `empty(shape, dtype = "float32")`. */
   empty: native.empty,
   /** A 1-d tensor `0, 1, …, n-1` in memory owned by Rust: `arange(n, dtype = "float32")`. */

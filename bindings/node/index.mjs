@@ -17,6 +17,7 @@ export const {
   importPointer,
   releasePointer,
   addressOf,
+  fromTensorObject,
   emptyShared,
   toShared,
   fromShared,

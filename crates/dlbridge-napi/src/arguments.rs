@@ -7,7 +7,9 @@ use std::marker::PhantomData;
 use std::ops::Deref;
 use std::ptr;
 
-use dlbridge::{AsTensorView, DataType, Device, Element, Flags, ManagedTensor, Order, TensorView};
+use dlbridge::{
+    AsTensorView, DataType, Device, Element, Flags, ManagedTensor, Order, Tensor, TensorView,
+};
 use napi::bindgen_prelude::{FromNapiValue, TypeName, ValueType};
 use napi::sys;
 use ndarray::Dimension;
@@ -166,6 +168,27 @@ impl<'env> JsTensor<'env> {
     /// Address of element 0.
     pub fn data_ptr(&self) -> *mut u8 {
         self.view().data_ptr()
+    }
+
+    /// The argument as an owned, `Send` [`Tensor`] that keeps the memory alive after the call
+    /// (the producer's deleter runs when it drops, on any thread), for tensor objects; a
+    /// `TypeError` for typed arrays, whose memory JavaScript owns and may reuse once the call
+    /// returns.
+    pub fn into_tensor(self) -> napi::Result<Tensor> {
+        match self.source {
+            Source::Tensor(managed) => Ok(Tensor::from_managed(managed)),
+            Source::Array { kind, length, .. } => {
+                let err = Error::type_error(
+                    "ERR_DLBRIDGE_INVALID_ARGUMENT",
+                    format!(
+                        "expected a tensor object to keep beyond the call, got a {} of length {length}",
+                        kind.name()
+                    ),
+                );
+                // SAFETY: `env` is the live environment of the call this argument belongs to.
+                Err(unsafe { err.to_napi_raw(self.env) })
+            }
+        }
     }
 
     /// Whether the argument is a typed array (not a tensor object).

@@ -15,6 +15,8 @@
 //!   `&mut [T]`).
 //! - [`TypedArrayExport`]: a Rust [`dlbridge::Tensor`] (or a `Vec`, or an ndarray `Array`)
 //!   returned to JavaScript as a typed array over its memory.
+//! - [`TensorObject`]: a Rust tensor of any layout returned as a tensor object, which
+//!   `dlbridge.fromTensorObject` turns into a dlbridge `Tensor` over the same memory.
 //!
 //! ```no_run
 //! use dlbridge_napi::{JsTensorMut, JsTensorRef};
@@ -63,10 +65,12 @@ mod borrows;
 mod error;
 mod js_values;
 pub mod tensor_handle;
+mod tensor_object;
 mod typed_array_export;
 pub mod typed_arrays;
 
 pub use arguments::{JsTensor, JsTensorMut, JsTensorRef, ANY_NDIM};
 pub use error::{Error, ErrorClass, Result};
-pub use tensor_handle::{TensorHandle, TENSOR_TYPE_TAG};
+pub use tensor_handle::{TensorHandle, TENSOR_OBJECT_TYPE_TAG, TENSOR_TYPE_TAG};
+pub use tensor_object::{live_tensor_objects, TensorObject};
 pub use typed_array_export::{live_external_buffers, TypedArrayExport};

@@ -3,7 +3,8 @@
 //! JavaScript can forge or change.
 //!
 //! A tensor object is a JS object that
-//! 1. carries the Node-API type tag [`TENSOR_TYPE_TAG`] (`napi_type_tag_object`, Node-API 8):
+//! 1. carries the Node-API type tag [`TENSOR_TYPE_TAG`] or [`TENSOR_OBJECT_TYPE_TAG`]
+//!    (`napi_type_tag_object`, Node-API 8):
 //!    only native code can tag an object, JavaScript can neither add nor copy nor remove a tag;
 //! 2. wraps (`napi_wrap`) a pointer to a [`TensorHandle`]: a `#[repr(C)]` header with a magic
 //!    number, a version, its own size and a function that exports the tensor as a new
@@ -31,6 +32,12 @@ use crate::error::{Error, Result};
 /// package's `Tensor` (its salt, module path and class name, hashed by napi-rs).
 pub const TENSOR_TYPE_TAG: sys::napi_type_tag =
     type_tag_from_ident("dlbridge.tensor.v1::dlbridge_node::tensor::Tensor");
+
+/// The Node-API type tag of the tensor objects that addons return through
+/// [`TensorObject`](crate::TensorObject): distinct from [`TENSOR_TYPE_TAG`], which napi-rs
+/// also checks before treating an object as the `dlbridge` package's own class.
+pub const TENSOR_OBJECT_TYPE_TAG: sys::napi_type_tag =
+    type_tag_from_ident("dlbridge.tensor.v1::dlbridge_napi::TensorObject");
 
 /// The first eight bytes of every [`TensorHandle`].
 pub const TENSOR_HANDLE_MAGIC: [u8; 8] = *b"DLBRTNSR";
@@ -128,7 +135,11 @@ pub(crate) unsafe fn import_tensor_object(
     value: sys::napi_value,
 ) -> Result<Option<ManagedTensor>> {
     // SAFETY: the caller's contract.
-    if !unsafe { has_type_tag(env, value, &TENSOR_TYPE_TAG) } {
+    let tagged = unsafe {
+        has_type_tag(env, value, &TENSOR_TYPE_TAG)
+            || has_type_tag(env, value, &TENSOR_OBJECT_TYPE_TAG)
+    };
+    if !tagged {
         return Ok(None);
     }
     let mut wrapped = ptr::null_mut();

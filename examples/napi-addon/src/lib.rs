@@ -1,9 +1,10 @@
 //! `tensorops`: a napi-rs addon whose functions take typed arrays and dlbridge `Tensor`s
 //! through dlbridge-napi, without copying them (the tutorial is README.md).
 
-use dlbridge::DataType;
+use dlbridge::{DataType, Order, Tensor};
 use dlbridge_napi::{
-    live_external_buffers, Error, JsTensor, JsTensorMut, JsTensorRef, TypedArrayExport, ANY_NDIM,
+    live_external_buffers, live_tensor_objects, Error, JsTensor, JsTensorMut, JsTensorRef,
+    TensorObject, TypedArrayExport, ANY_NDIM,
 };
 use half::{bf16, f16};
 use napi::bindgen_prelude::{BigInt, Float32Array};
@@ -106,6 +107,22 @@ pub fn scaled(env: &Env, x: JsTensorRef<'_, f64>, k: f64) -> napi::Result<TypedA
     TypedArrayExport::from_array(x.as_array()?.mapv(|v| v * k)).map_err(|err| err.to_napi(env))
 }
 
+/// A `rows × cols` float64 tensor holding `10 * row + col`, laid out column-major, returned as
+/// it is (a tensor object: `dlbridge.fromTensorObject` makes it a dlbridge Tensor).
+#[napi]
+pub fn grid(env: &Env, rows: u32, cols: u32) -> napi::Result<TensorObject> {
+    let shape = [i64::from(rows), i64::from(cols)];
+    let mut t = Tensor::zeros(&shape, DataType::F64, Order::F)
+        .map_err(|err| Error::from(err).to_napi(env))?;
+    let mut values = t
+        .as_array_mut::<f64>()
+        .map_err(|err| Error::from(err).to_napi(env))?;
+    values
+        .indexed_iter_mut()
+        .for_each(|(at, v)| *v = (10 * at[0] + at[1]) as f64);
+    Ok(TensorObject::new(t))
+}
+
 /// The number of elements of a float32 tensor (the cost of taking a typed argument).
 #[napi]
 pub fn length(x: JsTensorRef<'_, f32>) -> u32 {
@@ -124,8 +141,9 @@ pub fn length_slice(x: &[f32]) -> u32 {
     x.len() as u32
 }
 
-/// Typed arrays returned by this addon whose memory the collector has not released yet.
+/// Typed arrays and tensor objects returned by this addon whose memory the collector has not
+/// released yet.
 #[napi]
 pub fn live_exports() -> i64 {
-    live_external_buffers()
+    live_external_buffers() + live_tensor_objects()
 }

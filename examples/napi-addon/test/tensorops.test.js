@@ -216,6 +216,25 @@ test('ramp and scaled return typed arrays over memory Rust allocated', async () 
   assert.equal(tensorops.liveExports(), before);
 });
 
+test('grid returns a column-major tensor object that dlbridge and the addon take as it is', async () => {
+  await collect();
+  const before = counts();
+  (() => {
+    const object = tensorops.grid(2, 3);
+    assert.equal(tensorops.sum(object), 36);
+    const t = dlbridge.fromTensorObject(object);
+    assert.deepEqual([t.dtype, t.shape, t.strides, t.readonly], ['float64', [2, 3], [1, 2], false]);
+    assert.equal(t.get([1, 2]), 12);
+    assert.equal(tensorops.dataPtr(object), t.dataPtr);
+    assert.equal(tensorops.dataPtr(t), t.dataPtr);
+    t.set([0, 1], 100);
+    assert.equal(tensorops.sum(object), 135);
+    assertThrows(() => dlbridge.fromTensorObject(new Float64Array(2)), TypeError, 'ERR_DLBRIDGE_INVALID_ARGUMENT', /expected a tensor object to keep beyond the call, got a Float64Array of length 2/);
+  })();
+  await collect();
+  assert.deepEqual(counts(), before);
+});
+
 test('many calls leave nothing behind in either addon', async () => {
   await collect();
   const before = counts();
@@ -228,6 +247,7 @@ test('many calls leave nothing behind in either addon', async () => {
       tensorops.sum(owned);
       tensorops.scale_(data, 1);
       tensorops.ramp(16);
+      tensorops.sum(dlbridge.fromTensorObject(tensorops.grid(2, 2)));
       assert.throws(() => tensorops.trace(owned), TypeError);
     }
     assert.equal(dlbridge._debug.counts().pendingExports, 0);
