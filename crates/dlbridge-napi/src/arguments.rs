@@ -10,7 +10,7 @@ use std::ptr;
 use dlbridge::{
     AsTensorView, DataType, Device, Element, Flags, ManagedTensor, Order, Tensor, TensorView,
 };
-use napi::bindgen_prelude::{FromNapiValue, TypeName, ValueType};
+use napi::bindgen_prelude::{FromNapiValue, JsValue, TypeName, Unknown, ValueType};
 use napi::sys;
 use ndarray::Dimension;
 use ndarray::{ArrayViewD, ArrayViewMutD};
@@ -66,6 +66,14 @@ pub struct JsTensor<'env> {
 }
 
 impl<'env> JsTensor<'env> {
+    /// Reads `value` as argument conversion does, returning the error instead of throwing it
+    /// (for values taken as [`Unknown`], e.g. to try two kinds of argument).
+    pub fn new(value: &Unknown<'env>) -> Result<Self> {
+        let raw = value.value();
+        // SAFETY: an `Unknown<'env>` is a live value of the current call's environment.
+        unsafe { JsTensor::import(raw.env, raw.value, None) }
+    }
+
     /// Reads `value`: a typed array (as `want` if that dtype is viewed by the array's class, else
     /// as the class's own dtype) or a tensor object.
     ///
@@ -512,7 +520,19 @@ pub struct JsTensorRef<
     _element: PhantomData<T>,
 }
 
-impl<T: Element, const NDIM: usize, const C: bool> JsTensorRef<'_, T, NDIM, C> {
+impl<'env, T: Element, const NDIM: usize, const C: bool> JsTensorRef<'env, T, NDIM, C> {
+    /// Reads and checks `value` as argument conversion does, returning the error instead of
+    /// throwing it.
+    pub fn new(value: &Unknown<'env>) -> Result<Self> {
+        let raw = value.value();
+        // SAFETY: an `Unknown<'env>` is a live value of the current call's environment.
+        let typed = unsafe { Typed::extract::<T>(raw.env, raw.value, NDIM, C, false) }?;
+        Ok(JsTensorRef {
+            typed,
+            _element: PhantomData,
+        })
+    }
+
     /// The elements as a slice, for C-contiguous tensors (always, when `C_CONTIGUOUS`);
     /// `RangeError` naming the strides otherwise.
     pub fn as_slice(&self) -> napi::Result<&[T]> {
@@ -586,7 +606,19 @@ pub struct JsTensorMut<
     _element: PhantomData<T>,
 }
 
-impl<T: Element, const NDIM: usize, const C: bool> JsTensorMut<'_, T, NDIM, C> {
+impl<'env, T: Element, const NDIM: usize, const C: bool> JsTensorMut<'env, T, NDIM, C> {
+    /// Reads and checks `value` as argument conversion does, returning the error instead of
+    /// throwing it.
+    pub fn new(value: &Unknown<'env>) -> Result<Self> {
+        let raw = value.value();
+        // SAFETY: an `Unknown<'env>` is a live value of the current call's environment.
+        let typed = unsafe { Typed::extract::<T>(raw.env, raw.value, NDIM, C, true) }?;
+        Ok(JsTensorMut {
+            typed,
+            _element: PhantomData,
+        })
+    }
+
     /// The elements as a slice (C-contiguous tensors only, as [`JsTensorRef::as_slice`]).
     pub fn as_slice(&self) -> napi::Result<&[T]> {
         self.typed.as_slice()
