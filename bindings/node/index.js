@@ -166,6 +166,12 @@ module.exports = {
    * read-only); `writable: true` shares writes with every side.
    */
   fromShared: native.fromShared,
-  /** Native-side counts and test switches; not a stable API. */
-  _debug: native._debug,
+  /**
+   * The native side's counts of the resources it holds (`liveTensors`, `releasedTensors`,
+   * `pinnedJsBuffers`, `externalBuffers`, `pendingExports`), all threads together: a leak check
+   * for tests and leak-hunting tools, as a heap snapshot cannot see native memory.
+   */
+  diagnostics: native.diagnostics,
+  // Switches for the node:test suite, present only in the test build (feature `test-hooks`).
+  ...(native._testHooks ? { _testHooks: native._testHooks } : {}),
 };

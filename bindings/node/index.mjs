@@ -21,7 +21,8 @@ export const {
   emptyShared,
   toShared,
   fromShared,
-  _debug,
+  diagnostics,
+  _testHooks,
 } = dlbridge;
 
 export default dlbridge;

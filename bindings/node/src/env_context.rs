@@ -15,10 +15,10 @@ use std::thread::{self, ThreadId};
 use napi::sys;
 
 use crate::block_registry::BlockRegistry;
+use crate::diagnostics::PINNED_JS_BUFFERS;
 use crate::errors::{Failure, Outcome};
 use crate::node_api::{Handle, Scope};
 use crate::release_queue::ReleaseQueue;
-use crate::testing::PINNED_JS_BUFFERS;
 
 /// What dlbridge keeps per Node-API environment.
 pub(crate) struct EnvContext {
@@ -148,6 +148,7 @@ impl EnvContext {
     }
 
     /// Sets the test switch.
+    #[cfg(feature = "test-hooks")]
     pub(crate) fn set_forbid_external_buffers(&self, forbid: bool) {
         self.forbid_external_buffers
             .store(forbid, Ordering::Relaxed);

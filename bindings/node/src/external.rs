@@ -19,11 +19,11 @@ use dlbridge::{copy, Device, Flags, TensorView};
 use napi::sys;
 
 use crate::block_registry::Lookup;
+use crate::diagnostics::EXTERNAL_BUFFERS;
 use crate::env_context::EnvContext;
 use crate::errors::{Failure, Outcome};
 use crate::node_api::{Handle, Scope};
 use crate::shared::SharedTensor;
-use crate::testing::EXTERNAL_BUFFERS;
 
 /// A buffer for typed-array views of a tensor.
 pub(crate) struct ViewBuffer<'env> {

@@ -6,10 +6,10 @@ use std::sync::Arc;
 
 use napi::sys;
 
+use crate::diagnostics;
 use crate::env_context::EnvContext;
 use crate::errors::{Failure, Outcome};
 use crate::node_api::{Handle, Scope};
-use crate::testing;
 
 /// A pinned ArrayBuffer (or SharedArrayBuffer) of one environment.
 pub(crate) struct JsMemory {
@@ -34,7 +34,7 @@ impl JsMemory {
         byte_offset: usize,
     ) -> Outcome<JsMemory> {
         let buffer = scope.create_reference(buffer, 1)?;
-        testing::PINNED_JS_BUFFERS.increment();
+        diagnostics::PINNED_JS_BUFFERS.increment();
         Ok(JsMemory {
             context,
             buffer,

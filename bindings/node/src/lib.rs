@@ -13,7 +13,9 @@
 //! - [`env_context`], [`js_memory`], [`release_queue`]: per-environment state (main thread and
 //!   workers), JS buffers pinned from any thread and released on their own.
 //! - [`errors`]: the one mapping to JS error classes; [`arguments`]: argument checks;
-//!   [`node_api`]: the raw Node-API calls; [`testing`]: the `_debug` counts.
+//!   [`node_api`]: the raw Node-API calls.
+//! - [`diagnostics`]: `diagnostics()`, the native side's counts of live and released resources.
+//! - `test_hooks` (feature `test-hooks`, test builds only): `_testHooks`, switches for the suite.
 
 // napi-derive leaves out the registration of `#[napi]` items under cfg(test), so to the unit
 // test build every entry point (and what only they use) looks unused.
@@ -24,6 +26,7 @@ use napi_derive::napi;
 mod arguments;
 mod block_registry;
 mod constructors;
+mod diagnostics;
 mod dtype_map;
 mod elements;
 mod env_context;
@@ -36,7 +39,8 @@ mod release_queue;
 mod shared;
 mod shared_memory;
 mod tensor;
-mod testing;
+#[cfg(feature = "test-hooks")]
+mod test_hooks;
 
 /// The DLPack version this build speaks, as `[major, minor]`.
 #[napi(js_name = "DLPACK_VERSION")]

@@ -15,9 +15,9 @@ use std::sync::{Arc, RwLock};
 
 use napi::sys;
 
+use crate::diagnostics::PINNED_JS_BUFFERS;
 use crate::errors::{Failure, Outcome};
 use crate::node_api::Scope;
-use crate::testing::PINNED_JS_BUFFERS;
 
 /// The thread-safe function, while Node has not finalized it.
 struct ThreadsafeFunction(sys::napi_threadsafe_function);

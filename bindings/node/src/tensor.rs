@@ -281,9 +281,7 @@ impl Tensor {
             "exportPointer",
             &["legacy", "unsafeIgnoreReadOnly"],
         )
-        .and_then(|options| {
-            pointer_io::export(scope, &self.shared, &options, pointer_io::Remember::Yes)
-        })
+        .and_then(|options| pointer_io::export(scope, &self.shared, &options))
         .map(BigInt::from)
         .or_throw(env)
     }

@@ -22,7 +22,7 @@ async function collect() {
 
 /** What both addons hold: dlbridge's live resources and this addon's returned arrays. */
 function counts() {
-  const { liveTensors, pinnedJsBuffers, externalBuffers, pendingExports } = dlbridge._debug.counts();
+  const { liveTensors, pinnedJsBuffers, externalBuffers, pendingExports } = dlbridge.diagnostics();
   return { liveTensors, pinnedJsBuffers, externalBuffers, pendingExports, addonArrays: tensorops.liveExports() };
 }
 
@@ -250,7 +250,7 @@ test('many calls leave nothing behind in either addon', async () => {
       tensorops.sum(dlbridge.fromTensorObject(tensorops.grid(2, 2)));
       assert.throws(() => tensorops.trace(owned), TypeError);
     }
-    assert.equal(dlbridge._debug.counts().pendingExports, 0);
+    assert.equal(dlbridge.diagnostics().pendingExports, 0);
   })();
   await collect();
   assert.deepEqual(counts(), before);

@@ -24,7 +24,7 @@ const readline = require('node:readline');
 const { setImmediate: nextTurn } = require('node:timers/promises');
 const dlbridge = require('../../../../bindings/node');
 
-const { fromTypedArray, fromTensorObject, importPointer, toShared, fromShared, addressOf, _debug } = dlbridge;
+const { fromTypedArray, fromTensorObject, importPointer, toShared, fromShared, addressOf, diagnostics } = dlbridge;
 
 // ---------------------------------------------------------------------------------------------
 // dtypes: the typed array of the producer's memory, its `dtype` option, elements per tensor
@@ -234,7 +234,7 @@ async function collect(rounds = 30) {
   for (let i = 0; i < rounds; i++) {
     global.gc();
     await nextTurn();
-    const now = JSON.stringify(_debug.counts());
+    const now = JSON.stringify(diagnostics());
     if (now === last && i >= 3) return;
     last = now;
   }
@@ -242,7 +242,7 @@ async function collect(rounds = 30) {
 
 /** Counts relative to `base`: every field of now − base. */
 function delta(base) {
-  const now = _debug.counts();
+  const now = diagnostics();
   const out = {};
   for (const key of Object.keys(now)) out[key] = now[key] - base[key];
   return out;
@@ -282,7 +282,7 @@ function selfStart({ dtypeName, spec, layout, layoutName }) {
   const state = { array: makeProducerArray(spec, layout), producer: null, imported: null };
   state.producer = makeProducerTensor(spec, layout, state.array);
   const n = product(layout.shape);
-  const before = _debug.counts();
+  const before = diagnostics();
   const pointer = state.producer.exportPointer();
   check(typeof pointer === 'bigint' && pointer !== 0n, `exportPointer returned ${pointer}`);
   state.imported = importPointer(pointer);
@@ -352,7 +352,7 @@ function selfStart({ dtypeName, spec, layout, layoutName }) {
 async function selfCase(words) {
   const kase = caseOf(words);
   await collect();
-  const base = _debug.counts();
+  const base = diagnostics();
   const { state, n, address } = selfStart(kase);
   // Drop the producer's Tensor object (its array stays with the test): the import alone holds
   // the memory now, so nothing may be released yet.
@@ -392,7 +392,7 @@ function discard(handle) {
 async function produceCase(words) {
   const kase = caseOf(words);
   await collect();
-  const base = _debug.counts();
+  const base = diagnostics();
   const state = produceStart(kase);
   try {
     // toShared keeps no reference: only our own tensor holds the producer's memory.
@@ -438,7 +438,7 @@ async function consumeCase(words) {
   if (words.length !== 3) throw new CheckFailed(`consume needs DTYPE LAYOUT HANDLE, got ${words.length} words`);
   const kase = caseOf(words);
   await collect();
-  const base = _debug.counts();
+  const base = diagnostics();
   const n = consumeCheck(kase, words[2]);
   await collect();
   checkAllReleased(base, 1, 'after dropping the consumed tensor');
@@ -557,7 +557,7 @@ function hostOutCheckWritten(g, { spec, layout }, state) {
 
 async function hostOut(g, kase) {
   await collect();
-  const base = _debug.counts();
+  const base = diagnostics();
   const state = hostOutStart(g, kase);
   let problem = null;
   try {
