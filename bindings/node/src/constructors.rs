@@ -9,13 +9,13 @@ use napi::Env;
 use napi_derive::napi;
 
 use crate::arguments::{describe, dtype_name, integer, integer_list, Options};
-use crate::dtype_map::dtype_for;
 use crate::env_context::EnvContext;
 use crate::errors::{Failure, OrThrow, Outcome};
 use crate::js_memory::{detached, JsMemory};
 use crate::node_api::{Handle, Scope};
 use crate::shared::SharedTensor;
 use crate::tensor::Tensor;
+use dlbridge_napi::typed_arrays::dtype_for;
 
 /// Fails for negative dimensions or too many of them (a `RangeError`, naming the value), before
 /// any layout arithmetic on them.

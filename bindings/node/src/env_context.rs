@@ -89,7 +89,7 @@ impl EnvContext {
         if status != sys::Status::napi_ok {
             // SAFETY: Node did not take the Arc.
             drop(unsafe { Arc::from_raw(data as *const EnvContext) });
-            return Err(Failure::error(
+            return Err(Failure::plain(
                 "ERR_DLBRIDGE_NODE_API",
                 format!("cannot attach dlbridge's environment state (Node-API status {status})"),
             ));
@@ -138,7 +138,7 @@ impl EnvContext {
         // SAFETY: `view_key` was created in this env (the caller's, as `of` checked) and lives
         // until teardown.
         unsafe { scope.reference_value(self.view_key) }
-            .ok_or_else(|| Failure::error("ERR_DLBRIDGE_NODE_API", "dlbridge's view key is gone"))
+            .ok_or_else(|| Failure::plain("ERR_DLBRIDGE_NODE_API", "dlbridge's view key is gone"))
     }
 
     /// Whether external ArrayBuffers are refused here (always false on stock Node; the switch

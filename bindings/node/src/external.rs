@@ -69,7 +69,7 @@ pub(crate) fn view_buffer<'env>(
     let base = view.data_ptr().wrapping_offset(span.start) as usize;
     let offset = span.start.unsigned_abs();
     if base % alignment != 0 {
-        return Err(Failure::error(
+        return Err(Failure::plain(
             "ERR_DLBRIDGE_MISALIGNED",
             format!(
                 "the tensor's memory at {base:#x} is not aligned to {alignment} bytes, so no \

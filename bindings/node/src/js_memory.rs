@@ -53,7 +53,7 @@ impl JsMemory {
     /// its environment (a worker) has exited: in both cases its memory is gone.
     pub(crate) fn buffer<'env>(&self, scope: Scope<'env>) -> Outcome<Option<Handle<'env>>> {
         if !self.context.is_alive() {
-            return Err(Failure::error(
+            return Err(Failure::plain(
                 "ERR_DLBRIDGE_MEMORY_GONE",
                 "the tensor's typed array belonged to a worker that has exited: its memory is gone",
             ));
@@ -63,7 +63,7 @@ impl JsMemory {
         }
         // SAFETY: a strong reference of this (live, current) environment, deleted only on drop.
         let buffer = unsafe { scope.reference_value(self.buffer) }
-            .ok_or_else(|| Failure::error("ERR_DLBRIDGE_NODE_API", "pinned buffer is gone"))?;
+            .ok_or_else(|| Failure::plain("ERR_DLBRIDGE_NODE_API", "pinned buffer is gone"))?;
         if buffer.is_detached() {
             return Err(detached());
         }

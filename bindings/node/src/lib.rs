@@ -9,7 +9,6 @@
 //! - [`pointer_io`]: DLPack managed-tensor pointers as BigInts, for other native addons.
 //! - [`shared_memory`]: `emptyShared`, `toShared`, `fromShared`: tensors in POSIX shared-memory
 //!   segments, for runtimes that cannot share a process.
-//! - [`dtype_map`]: which typed array views which dtype.
 //! - [`env_context`], [`js_memory`], [`release_queue`]: per-environment state (main thread and
 //!   workers), JS buffers pinned from any thread and released on their own.
 //! - [`errors`]: the one mapping to JS error classes; [`arguments`]: argument checks;
@@ -27,7 +26,6 @@ mod arguments;
 mod block_registry;
 mod constructors;
 mod diagnostics;
-mod dtype_map;
 mod elements;
 mod env_context;
 mod errors;

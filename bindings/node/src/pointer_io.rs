@@ -112,7 +112,7 @@ pub(crate) fn export_unremembered(
     let address = if legacy {
         export::to_legacy(exported, ignore_read_only)
             .map_err(|_| {
-                Failure::error(
+                Failure::plain(
                     "ERR_DLBRIDGE_READ_ONLY",
                     "the tensor is read-only and a legacy DLManagedTensor cannot say so: export a \
                      versioned tensor, or pass {unsafeIgnoreReadOnly: true} if the consumer will \

@@ -65,7 +65,7 @@ impl ReleaseQueue {
         if status != sys::Status::napi_ok {
             // SAFETY: the Arc leaked above was not handed to Node.
             drop(unsafe { Arc::from_raw(finalize_data as *const ReleaseQueue) });
-            return Err(Failure::error(
+            return Err(Failure::plain(
                 "ERR_DLBRIDGE_NODE_API",
                 format!("cannot create the release queue (Node-API status {status})"),
             ));

@@ -12,13 +12,13 @@ use napi::Env;
 use napi_derive::napi;
 
 use crate::arguments::Options;
-use crate::dtype_map::{js_layout, JsLayout};
 use crate::env_context::EnvContext;
 use crate::errors::{Failure, OrThrow, Outcome};
 use crate::external::{copy_to_arraybuffer, view_buffer};
 use crate::node_api::{Handle, Scope};
 use crate::pointer_io;
 use crate::shared::SharedTensor;
+use dlbridge_napi::typed_arrays::{js_layout, JsLayout};
 
 /// A DLPack tensor: metadata plus memory kept alive for as long as anyone (JS, Rust, another
 /// addon through a managed-tensor pointer) holds it.
@@ -94,7 +94,7 @@ impl Tensor {
             return scope.create_typed_array(layout.kind, length, buffer, 0);
         }
         if view.is_read_only() && !ignore_read_only {
-            return Err(Failure::error(
+            return Err(Failure::plain(
                 "ERR_DLBRIDGE_READ_ONLY",
                 "the tensor is read-only and typed arrays are always writable: pass {copy: true} \
                  for a private copy, or {unsafeIgnoreReadOnly: true} for a writable view of memory \
@@ -102,7 +102,7 @@ impl Tensor {
             ));
         }
         if !view.is_contiguous(Order::C) {
-            return Err(Failure::error(
+            return Err(Failure::plain(
                 "ERR_DLBRIDGE_NOT_CONTIGUOUS",
                 format!(
                     "a typed array views row-major (C-contiguous) memory only; shape {:?} with \

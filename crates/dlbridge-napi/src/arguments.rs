@@ -288,7 +288,7 @@ unsafe fn typed_array(
 impl FromNapiValue for JsTensor<'_> {
     unsafe fn from_napi_value(env: sys::napi_env, value: sys::napi_value) -> napi::Result<Self> {
         // SAFETY: napi-rs converts arguments of the running call, on its thread.
-        unsafe { JsTensor::import(env, value, None).map_err(|err| err.throw(env)) }
+        unsafe { JsTensor::import(env, value, None).map_err(|err| err.throw_raw(env)) }
     }
 }
 
@@ -564,7 +564,7 @@ impl<T: Element, const NDIM: usize, const C: bool> FromNapiValue for JsTensorRef
         let typed = unsafe { Typed::extract::<T>(env, value, NDIM, C, false) };
         Ok(JsTensorRef {
             // SAFETY: as above.
-            typed: typed.map_err(|err| unsafe { err.throw(env) })?,
+            typed: typed.map_err(|err| unsafe { err.throw_raw(env) })?,
             _element: PhantomData,
         })
     }
@@ -648,7 +648,14 @@ impl<'env, T: Element, const NDIM: usize, const C: bool> JsTensorMut<'env, T, ND
         let view = self.typed.tensor.view();
         // SAFETY: `&mut self` and the borrow registry make this the only view of the memory
         // while the result lives; the memory is writable (checked at extraction).
-        unsafe { view.as_array_mut::<T>() }.map_err(|err| self.typed.tensor.napi_error(err.into()))
+        unsafe { view.as_array_mut::<T>() }.map_err(|err| {
+            self.typed.tensor.napi_error(match err {
+                dlbridge::Error::UnsupportedLayout(message) => {
+                    Error::range_error("ERR_DLBRIDGE_UNSUPPORTED_LAYOUT", message)
+                }
+                other => other.into(),
+            })
+        })
     }
 
     /// The element at `index`; `RangeError` when out of bounds.
@@ -683,7 +690,7 @@ impl<T: Element, const NDIM: usize, const C: bool> FromNapiValue for JsTensorMut
         let typed = unsafe { Typed::extract::<T>(env, value, NDIM, C, true) };
         Ok(JsTensorMut {
             // SAFETY: as above.
-            typed: typed.map_err(|err| unsafe { err.throw(env) })?,
+            typed: typed.map_err(|err| unsafe { err.throw_raw(env) })?,
             _element: PhantomData,
         })
     }

@@ -1,11 +1,15 @@
 //! [`Error`]: the one mapping from failures to JavaScript error classes.
 //!
-//! - `TypeError`: a value of the wrong kind: not a tensor, a wrong dtype, read-only memory
-//!   where writable memory is needed, memory off the CPU, an unknown dtype name;
+//! - `TypeError`: a value of the wrong kind: an argument that is not a tensor, a wrong dtype, a
+//!   read-only tensor or one off the CPU passed where the argument type rules it out, an
+//!   unknown dtype name, a null pointer;
 //! - `RangeError`: a value out of range: a wrong number of dimensions, a layout a slice cannot
 //!   view, misaligned memory, an index out of bounds, overlapping arguments, shapes and
 //!   strides reaching outside their memory, failed allocations;
-//! - `Error`: everything else (an invalid foreign tensor, a failed Node-API call).
+//! - `Error`: everything else: operations on read-only memory or off-CPU memory, layouts a view
+//!   cannot take, invalid foreign tensors, shared-memory failures, failed Node-API calls.
+//!
+//! The mapping of the core's errors (`From<dlbridge::Error>`) is the `dlbridge` npm package's.
 //!
 //! Every error carries a stable `code` (`ERR_DLBRIDGE_*`) and a message naming the offending
 //! value.
@@ -32,9 +36,9 @@ pub enum ErrorClass {
 /// ```
 /// use dlbridge_napi::{Error, ErrorClass};
 ///
-/// let err = Error::from(dlbridge::Error::ReadOnly);
-/// assert_eq!(err.class(), ErrorClass::TypeError);
-/// assert_eq!(err.code(), "ERR_DLBRIDGE_READ_ONLY");
+/// let err = Error::from(dlbridge::Error::NegativeDim { axis: 0, size: -2 });
+/// assert_eq!(err.class(), ErrorClass::RangeError);
+/// assert_eq!(err.code(), "ERR_DLBRIDGE_NEGATIVE_DIM");
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Error {
@@ -87,12 +91,19 @@ impl Error {
     }
 
     /// Throws the error into `env` and returns the `napi::Error` that tells napi-rs an exception
-    /// is pending (status `PendingException`: it is not thrown a second time). For argument
-    /// conversions, which napi-rs abandons the call on.
+    /// is pending (status `PendingException`: it is not thrown a second time). For returning
+    /// from an entry point at once; [`to_napi`](Self::to_napi) where the caller may handle the
+    /// error instead.
+    pub fn throw(self, env: &Env) -> napi::Error {
+        // SAFETY: an `&Env` is only handed out for the live environment of the current call.
+        unsafe { self.throw_raw(env.raw()) }
+    }
+
+    /// [`throw`](Self::throw) for a raw environment (argument conversions).
     ///
     /// # Safety
     /// `env` is the live environment of the current call, on its thread.
-    pub unsafe fn throw(self, env: sys::napi_env) -> napi::Error {
+    pub unsafe fn throw_raw(self, env: sys::napi_env) -> napi::Error {
         let (code, message) = (c_string(self.code), c_string(&self.message));
         // SAFETY: live env (caller's contract), NUL-terminated strings that outlive the call.
         unsafe {
@@ -187,8 +198,10 @@ impl fmt::Display for Error {
 impl std::error::Error for Error {}
 
 impl From<dlbridge::Error> for Error {
-    /// Layouts out of range are `RangeError`s, dtype, read-only and device mistakes
-    /// `TypeError`s, invalid foreign tensors plain `Error`s. The core's message names the values.
+    /// The mapping of core errors: layouts out of range are `RangeError`s, dtype and pointer
+    /// mistakes `TypeError`s, the rest (read-only memory, layouts a view cannot take, devices
+    /// other than the CPU, invalid foreign tensors, shared-memory failures) plain `Error`s. The
+    /// core's message names the values.
     fn from(err: dlbridge::Error) -> Self {
         use dlbridge::Error as E;
         use ErrorClass::{Error, RangeError, TypeError};
@@ -200,23 +213,40 @@ impl From<dlbridge::Error> for Error {
             E::StridesMismatch { .. } => (RangeError, "ERR_DLBRIDGE_STRIDES_MISMATCH"),
             E::BufferTooSmall { .. } => (RangeError, "ERR_DLBRIDGE_OUT_OF_BOUNDS"),
             E::AllocationFailed(_) => (RangeError, "ERR_DLBRIDGE_ALLOCATION_FAILED"),
-            E::UnsupportedLayout(_) => (RangeError, "ERR_DLBRIDGE_UNSUPPORTED_LAYOUT"),
             E::UnknownDtypeCode(_) | E::InvalidDtypeBits { .. } | E::UnsupportedLanes { .. } => {
                 (TypeError, "ERR_DLBRIDGE_INVALID_DTYPE")
             }
             E::DtypeMismatch { .. } => (TypeError, "ERR_DLBRIDGE_DTYPE_MISMATCH"),
             E::UnknownName { what: "dtype", .. } => (TypeError, "ERR_DLBRIDGE_UNKNOWN_DTYPE"),
+            E::UnknownName {
+                what: "shared memory handle",
+                ..
+            } => (TypeError, "ERR_DLBRIDGE_INVALID_SHM_HANDLE"),
             E::UnknownName { .. } => (TypeError, "ERR_DLBRIDGE_UNKNOWN_NAME"),
             E::NullTensor => (TypeError, "ERR_DLBRIDGE_NULL_POINTER"),
-            E::NotOnCpu(_) => (TypeError, "ERR_DLBRIDGE_NOT_ON_CPU"),
-            E::ReadOnly => (TypeError, "ERR_DLBRIDGE_READ_ONLY"),
             E::UnsupportedVersion(_) => (Error, "ERR_DLBRIDGE_UNSUPPORTED_VERSION"),
             E::NullShape(_) | E::NullData { .. } | E::UnknownDevice(_) => {
                 (Error, "ERR_DLBRIDGE_INVALID_TENSOR")
             }
+            E::UnsupportedLayout(_) => (Error, "ERR_DLBRIDGE_UNSUPPORTED_LAYOUT"),
+            E::NotOnCpu(_) => (Error, "ERR_DLBRIDGE_NOT_ON_CPU"),
+            E::ReadOnly => (Error, "ERR_DLBRIDGE_READ_ONLY"),
+            E::ShmNotFound(_) => (Error, "ERR_DLBRIDGE_SHM_NOT_FOUND"),
+            E::ShmInvalid { .. } => (Error, "ERR_DLBRIDGE_SHM_INVALID"),
+            E::ShmIo { .. } => (Error, "ERR_DLBRIDGE_SHM_IO"),
             _ => (Error, "ERR_DLBRIDGE"),
         };
         Self::new(class, code, err.to_string())
+    }
+}
+
+impl From<napi::Error> for Error {
+    /// A Node-API call that failed (rare: out of memory, a terminating environment).
+    fn from(err: napi::Error) -> Self {
+        Self::plain(
+            "ERR_DLBRIDGE_NODE_API",
+            format!("Node-API call failed ({}): {}", err.status, err.reason),
+        )
     }
 }
 
@@ -235,5 +265,10 @@ mod tests {
             actual: "int8".into(),
         });
         assert_eq!(err.class(), ErrorClass::TypeError);
+        let err = Error::from(dlbridge::Error::ReadOnly);
+        assert_eq!(
+            (err.class(), err.code()),
+            (ErrorClass::Error, "ERR_DLBRIDGE_READ_ONLY")
+        );
     }
 }

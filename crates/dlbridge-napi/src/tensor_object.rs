@@ -147,7 +147,7 @@ fn check(status: sys::napi_status) -> Result<()> {
 impl ToNapiValue for TensorObject {
     unsafe fn to_napi_value(env: sys::napi_env, value: Self) -> napi::Result<sys::napi_value> {
         // SAFETY: napi-rs converts return values in the running call, on its thread.
-        unsafe { value.into_object(env).map_err(|err| err.throw(env)) }
+        unsafe { value.into_object(env).map_err(|err| err.throw_raw(env)) }
     }
 }
 

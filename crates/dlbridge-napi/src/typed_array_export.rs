@@ -202,7 +202,11 @@ fn check(status: sys::napi_status) -> Result<()> {
 impl ToNapiValue for TypedArrayExport {
     unsafe fn to_napi_value(env: sys::napi_env, value: Self) -> napi::Result<sys::napi_value> {
         // SAFETY: napi-rs converts return values in the running call, on its thread.
-        unsafe { value.into_typed_array(env).map_err(|err| err.throw(env)) }
+        unsafe {
+            value
+                .into_typed_array(env)
+                .map_err(|err| err.throw_raw(env))
+        }
     }
 }
 
