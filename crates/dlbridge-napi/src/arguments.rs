@@ -46,8 +46,10 @@ enum Source {
 /// [tensor-object protocol](crate::tensor_handle).
 ///
 /// Nothing is copied: [`data_ptr`](Self::data_ptr) is the typed array's own address (its
-/// `byteOffset` applied) or the tensor's. The value must not outlive the call that received it
-/// (napi-rs hands arguments over for the call only).
+/// `byteOffset` applied) or the tensor's. The memory is borrowed shared, like a
+/// [`JsTensorRef`]'s, so a [`JsTensorMut`] argument of the same call cannot overlap it. The
+/// value must not outlive the call that received it (napi-rs hands arguments over for the call
+/// only).
 ///
 /// ```no_run
 /// use dlbridge_napi::JsTensor;
@@ -62,6 +64,8 @@ enum Source {
 pub struct JsTensor<'env> {
     env: sys::napi_env,
     source: Source,
+    /// The borrow of the memory's byte range, for the argument's life (see `borrows`).
+    borrow: Option<Borrow>,
     _call: PhantomData<&'env ()>,
 }
 
@@ -71,7 +75,36 @@ impl<'env> JsTensor<'env> {
     pub fn new(value: &Unknown<'env>) -> Result<Self> {
         let raw = value.value();
         // SAFETY: an `Unknown<'env>` is a live value of the current call's environment.
-        unsafe { JsTensor::import(raw.env, raw.value, None) }
+        let mut tensor = unsafe { JsTensor::import(raw.env, raw.value, None) }?;
+        tensor.borrow(false)?;
+        Ok(tensor)
+    }
+
+    /// Records the borrow of the memory (shared, or exclusive when `writable`), or fails with a
+    /// `RangeError` if another argument of the call borrows overlapping memory in a way that
+    /// excludes it.
+    fn borrow(&mut self, writable: bool) -> Result<()> {
+        let view = self.view();
+        let span = view.byte_span();
+        if span.is_empty() || !view.device().kind.is_host_accessible() {
+            return Ok(());
+        }
+        let base = view.data_ptr() as usize;
+        let (start, end) = (
+            base.wrapping_add_signed(span.start),
+            base.wrapping_add_signed(span.end),
+        );
+        let borrow = Borrow::acquire(start, end, writable).map_err(|held| {
+            Error::range_error(
+                "ERR_DLBRIDGE_ALIASED",
+                format!(
+                    "{} overlaps memory that another argument borrows {held}; pass a copy",
+                    self.describe()
+                ),
+            )
+        })?;
+        self.borrow = Some(borrow);
+        Ok(())
     }
 
     /// Reads `value`: a typed array (as `want` if that dtype is viewed by the array's class, else
@@ -105,6 +138,7 @@ impl<'env> JsTensor<'env> {
         Ok(JsTensor {
             env,
             source,
+            borrow: None,
             _call: PhantomData,
         })
     }
@@ -183,6 +217,7 @@ impl<'env> JsTensor<'env> {
     /// `TypeError` for typed arrays, whose memory JavaScript owns and may reuse once the call
     /// returns.
     pub fn into_tensor(self) -> napi::Result<Tensor> {
+        drop(self.borrow);
         match self.source {
             Source::Tensor(managed) => Ok(Tensor::from_managed(managed)),
             Source::Array { kind, length, .. } => {
@@ -288,7 +323,12 @@ unsafe fn typed_array(
 impl FromNapiValue for JsTensor<'_> {
     unsafe fn from_napi_value(env: sys::napi_env, value: sys::napi_value) -> napi::Result<Self> {
         // SAFETY: napi-rs converts arguments of the running call, on its thread.
-        unsafe { JsTensor::import(env, value, None).map_err(|err| err.throw_raw(env)) }
+        let imported = unsafe { JsTensor::import(env, value, None) }.and_then(|mut tensor| {
+            tensor.borrow(false)?;
+            Ok(tensor)
+        });
+        // SAFETY: as above.
+        imported.map_err(|err| unsafe { err.throw_raw(env) })
     }
 }
 
@@ -393,10 +433,9 @@ fn check_bools(view: &TensorView<'_>) -> Result<()> {
     }
 }
 
-/// A checked, typed tensor argument and the borrow of its memory.
+/// A checked, typed tensor argument, its memory borrowed.
 struct Typed<'env> {
     tensor: JsTensor<'env>,
-    _borrow: Option<Borrow>,
 }
 
 impl<'env> Typed<'env> {
@@ -410,32 +449,10 @@ impl<'env> Typed<'env> {
         writable: bool,
     ) -> Result<Self> {
         // SAFETY: the caller's contract.
-        let tensor = unsafe { JsTensor::import(env, value, Some(T::DTYPE)) }?;
+        let mut tensor = unsafe { JsTensor::import(env, value, Some(T::DTYPE)) }?;
         check::<T>(&tensor, ndim, c_contiguous, writable)?;
-        let view = tensor.view();
-        let span = view.byte_span();
-        let borrow = (!span.is_empty())
-            .then(|| {
-                let base = view.data_ptr() as usize;
-                let (start, end) = (
-                    base.wrapping_add_signed(span.start),
-                    base.wrapping_add_signed(span.end),
-                );
-                Borrow::acquire(start, end, writable).map_err(|held| {
-                    Error::range_error(
-                        "ERR_DLBRIDGE_ALIASED",
-                        format!(
-                            "{} overlaps memory that another argument borrows {held}; pass a copy",
-                            tensor.describe()
-                        ),
-                    )
-                })
-            })
-            .transpose()?;
-        Ok(Typed {
-            tensor,
-            _borrow: borrow,
-        })
+        tensor.borrow(writable)?;
+        Ok(Typed { tensor })
     }
 
     fn as_slice<T: Element>(&self) -> napi::Result<&[T]> {

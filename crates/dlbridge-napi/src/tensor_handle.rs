@@ -169,6 +169,13 @@ pub(crate) unsafe fn import_tensor_object(
     // SAFETY: a protocol header (checked above), called on the object's thread with its own
     // address; the result is a new managed tensor we own.
     let managed = unsafe { (header.export)(handle.as_ptr()) };
+    if managed.is_null() {
+        return Err(Error::plain(
+            "ERR_DLBRIDGE_MEMORY_GONE",
+            "the dlbridge Tensor could not be exported: its memory is gone (a detached buffer, \
+             an exited worker)",
+        ));
+    }
     // SAFETY: NULL (refused by the importer) or a fresh export whose ownership passes to us.
     Ok(Some(unsafe { ManagedTensor::from_versioned(managed) }?))
 }

@@ -32,8 +32,10 @@ pub fn live_external_buffers() -> i64 {
 /// The typed-array class is the dtype's (see [`typed_arrays`](crate::typed_arrays)):
 /// `Float32Array` for float32, `BigInt64Array` for int64, `Uint16Array` (raw bits) for float16,
 /// `Float32Array` with two numbers per element for complex64, …. The tensor must be
-/// C-contiguous and on the CPU (else a `RangeError` / `TypeError`). Where the runtime forbids
-/// external buffers (Electron's memory cage) the array holds a copy instead.
+/// C-contiguous, writable and on the CPU (else an error naming what it is), and its memory
+/// viewed by no other ArrayBuffer (memory Rust allocated: a tensor that came from JavaScript
+/// goes back as a [`TensorObject`](crate::TensorObject)). Where the runtime forbids external
+/// buffers (Electron's memory cage) the array holds a copy instead.
 ///
 /// ```no_run
 /// use dlbridge::{DataType, Order, Tensor};
@@ -89,6 +91,13 @@ impl TypedArrayExport {
             view.dtype(),
             view.flags().contains(Flags::IS_SUBBYTE_TYPE_PADDED),
         )?;
+        if view.is_read_only() {
+            return Err(Error::plain(
+                "ERR_DLBRIDGE_READ_ONLY",
+                "the tensor is read-only and typed arrays are always writable: return it as a \
+                 TensorObject, which keeps the flag",
+            ));
+        }
         if !view.is_contiguous(Order::C) {
             return Err(Error::range_error(
                 "ERR_DLBRIDGE_NOT_CONTIGUOUS",
