@@ -235,6 +235,28 @@ test('grid returns a column-major tensor object that dlbridge and the addon take
   assert.deepEqual(counts(), before);
 });
 
+test('a worker thread takes typed arrays and Tensors through its own environment', async () => {
+  const { Worker } = require('node:worker_threads');
+  const source = `
+    const { parentPort } = require('node:worker_threads');
+    const dlbridge = require(${JSON.stringify(require.resolve('../../../bindings/node'))});
+    const tensorops = require(${JSON.stringify(require.resolve('..'))});
+    const data = new Float32Array([1, 2, 3, 4]);
+    const reversed = dlbridge.fromTypedArray(data, { shape: [4], strides: [-1], offset: 3 });
+    tensorops.scale_(reversed, 2);
+    let refused = '';
+    try { tensorops.add_(data, reversed); } catch (error) { refused = error.code; }
+    parentPort.postMessage({ data: [...data], sum: tensorops.sum(reversed), refused,
+      same: tensorops.dataPtr(reversed) === reversed.dataPtr });
+  `;
+  const reply = await new Promise((resolve, reject) => {
+    const worker = new Worker(source, { eval: true });
+    worker.once('message', resolve);
+    worker.once('error', reject);
+  });
+  assert.deepEqual(reply, { data: [2, 4, 6, 8], sum: 20, refused: 'ERR_DLBRIDGE_ALIASED', same: true });
+});
+
 test('many calls leave nothing behind in either addon', async () => {
   await collect();
   const before = counts();
