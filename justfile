@@ -22,7 +22,7 @@ test:
     @scripts/test-python.sh
     @scripts/test-pyo3-example.sh
     @scripts/test-python-types.sh
-    @scripts/test-python-min-numpy.sh
+    @scripts/test-python-release.sh
     @scripts/test-node.sh
     @scripts/test-julia.sh
     @scripts/test-julia-embedded.sh
