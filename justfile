@@ -7,7 +7,7 @@ set shell := ["bash", "-euo", "pipefail", "-c"]
 default:
     @./just --list
 
-# One tensor travels numpy -> Rust -> Node -> Julia -> Mojo -> torch, never copied.
+# One tensor travels numpy -> Rust -> Julia -> Node -> Julia -> Mojo -> torch, never copied.
 demo:
     @scripts/demo.sh
 
