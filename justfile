@@ -7,7 +7,7 @@ set shell := ["bash", "-euo", "pipefail", "-c"]
 default:
     @./just --list
 
-# One tensor travels numpy -> Rust -> Node -> Julia -> Mojo -> torch, never copied.
+# One tensor travels numpy -> Rust -> Julia -> Node -> Julia -> Mojo -> torch, never copied.
 demo:
     @scripts/demo.sh
 
@@ -22,7 +22,7 @@ test:
     @scripts/test-python.sh
     @scripts/test-pyo3-example.sh
     @scripts/test-python-types.sh
-    @scripts/test-python-min-numpy.sh
+    @scripts/test-python-release.sh
     @scripts/test-node.sh
     @scripts/test-napi-example.sh
     @scripts/test-julia.sh
