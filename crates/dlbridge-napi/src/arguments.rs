@@ -422,13 +422,11 @@ fn check_bools(view: &TensorView<'_>) -> Result<()> {
     };
     let bytes = bytes.as_array::<u8>()?;
     match bytes.indexed_iter().find(|(_, &b)| b > 1) {
-        Some((index, byte)) => Err(Error::range_error(
-            "ERR_DLBRIDGE_INVALID_BOOL",
-            format!(
-                "bool elements must be 0 or 1, got {byte} at index {:?}",
-                index.slice()
-            ),
-        )),
+        Some((index, &byte)) => Err(dlbridge::Error::InvalidBool {
+            index: index.slice().to_vec(),
+            byte,
+        }
+        .into()),
         None => Ok(()),
     }
 }

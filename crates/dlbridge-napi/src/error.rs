@@ -217,6 +217,7 @@ impl From<dlbridge::Error> for Error {
                 (TypeError, "ERR_DLBRIDGE_INVALID_DTYPE")
             }
             E::DtypeMismatch { .. } => (TypeError, "ERR_DLBRIDGE_DTYPE_MISMATCH"),
+            E::InvalidBool { .. } => (RangeError, "ERR_DLBRIDGE_INVALID_BOOL"),
             E::UnknownName { what: "dtype", .. } => (TypeError, "ERR_DLBRIDGE_UNKNOWN_DTYPE"),
             E::UnknownName {
                 what: "shared memory handle",
