@@ -84,16 +84,29 @@ impl<'env> JsTensor<'env> {
     /// `RangeError` if another argument of the call borrows overlapping memory in a way that
     /// excludes it.
     fn borrow(&mut self, writable: bool) -> Result<()> {
-        let view = self.view();
-        let span = view.byte_span();
-        if span.is_empty() || !view.device().kind.is_host_accessible() {
+        let (start, end) = match &self.source {
+            // A typed array's bytes: `length` elements of its class from `data`.
+            Source::Array {
+                data, kind, length, ..
+            } => (
+                *data as usize,
+                *data as usize + length * kind.element_size(),
+            ),
+            Source::Tensor(managed) => {
+                let view = managed.view();
+                if !view.device().kind.is_host_accessible() {
+                    return Ok(());
+                }
+                let (base, span) = (view.data_ptr() as usize, view.byte_span());
+                (
+                    base.wrapping_add_signed(span.start),
+                    base.wrapping_add_signed(span.end),
+                )
+            }
+        };
+        if start == end {
             return Ok(());
         }
-        let base = view.data_ptr() as usize;
-        let (start, end) = (
-            base.wrapping_add_signed(span.start),
-            base.wrapping_add_signed(span.end),
-        );
         let borrow = Borrow::acquire(start, end, writable).map_err(|held| {
             Error::range_error(
                 "ERR_DLBRIDGE_ALIASED",
