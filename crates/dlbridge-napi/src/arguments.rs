@@ -10,7 +10,9 @@ use std::ptr;
 use dlbridge::{
     AsTensorView, DataType, Device, Element, Flags, ManagedTensor, Order, Tensor, TensorView,
 };
-use napi::bindgen_prelude::{FromNapiValue, JsValue, TypeName, Unknown, ValueType};
+use napi::bindgen_prelude::{
+    FromNapiValue, JsValue, TypeName, Unknown, ValidateNapiValue, ValueType,
+};
 use napi::sys;
 use ndarray::Dimension;
 use ndarray::{ArrayViewD, ArrayViewMutD};
@@ -355,6 +357,17 @@ impl TypeName for JsTensor<'_> {
     }
 }
 
+/// `#[napi(strict)]` functions: the conversion itself checks the argument, with errors that
+/// name it, so validation lets everything through to it.
+impl ValidateNapiValue for JsTensor<'_> {
+    unsafe fn validate(
+        _env: sys::napi_env,
+        _value: sys::napi_value,
+    ) -> napi::Result<sys::napi_value> {
+        Ok(ptr::null_mut())
+    }
+}
+
 /// What a typed argument demands, checked in this order at extraction.
 fn check<T: Element>(
     tensor: &JsTensor<'_>,
@@ -608,6 +621,18 @@ impl<T: Element, const NDIM: usize, const C: bool> TypeName for JsTensorRef<'_, 
     }
 }
 
+/// As for [`JsTensor`]: the conversion checks the argument.
+impl<T: Element, const NDIM: usize, const C: bool> ValidateNapiValue
+    for JsTensorRef<'_, T, NDIM, C>
+{
+    unsafe fn validate(
+        _env: sys::napi_env,
+        _value: sys::napi_value,
+    ) -> napi::Result<sys::napi_value> {
+        Ok(ptr::null_mut())
+    }
+}
+
 /// A writable tensor argument of element type `T` on the CPU: the checks of [`JsTensorRef`],
 /// plus: read-only tensors are refused with a `TypeError` (never lent mutably), and the memory
 /// may not overlap another typed argument of the same call (`RangeError`), so `f(a, a)` cannot
@@ -731,5 +756,17 @@ impl<T: Element, const NDIM: usize, const C: bool> TypeName for JsTensorMut<'_, 
 
     fn value_type() -> ValueType {
         ValueType::Object
+    }
+}
+
+/// As for [`JsTensor`]: the conversion checks the argument.
+impl<T: Element, const NDIM: usize, const C: bool> ValidateNapiValue
+    for JsTensorMut<'_, T, NDIM, C>
+{
+    unsafe fn validate(
+        _env: sys::napi_env,
+        _value: sys::napi_value,
+    ) -> napi::Result<sys::napi_value> {
+        Ok(ptr::null_mut())
     }
 }

@@ -77,8 +77,9 @@ pub fn sum_complex(x: JsTensorRef<'_, Complex32>) -> napi::Result<Vec<f64>> {
     Ok(vec![total.re.into(), total.im.into()])
 }
 
-/// The trace of a 2-d float64 tensor.
-#[napi]
+/// The trace of a 2-d float64 tensor (`strict`: napi-rs validates arguments first, which the
+/// tensor types leave to their own checks).
+#[napi(strict)]
 pub fn trace(x: JsTensorRef<'_, f64, 2>) -> napi::Result<f64> {
     Ok(x.as_array()?.diag().sum())
 }

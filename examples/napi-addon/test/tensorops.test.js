@@ -138,6 +138,8 @@ test('wrong ndim and layouts are RangeErrors naming the shape and strides', () =
     'ERR_DLBRIDGE_NDIM_MISMATCH',
     /expected a 2-d float64 CPU tensor .*, got a Float64Array of length 4 \(a float64 tensor of shape \[4\]\)/,
   );
+  // trace is #[napi(strict)]: napi-rs's own validation leaves the checks to the argument type.
+  assertThrows(() => tensorops.trace(3), TypeError, 'ERR_DLBRIDGE_INVALID_ARGUMENT', /got the number 3/);
   const strided = dlbridge.fromTypedArray(new BigInt64Array(6), { shape: [3], strides: [2] });
   assertThrows(
     () => tensorops.first(strided),
