@@ -7,7 +7,7 @@ set shell := ["bash", "-euo", "pipefail", "-c"]
 default:
     @./just --list
 
-# One tensor travels numpy -> Rust -> Node -> Julia -> Mojo -> torch, never copied.
+# One tensor travels numpy -> Rust -> Julia -> Node -> Julia -> Mojo -> torch, never copied.
 demo:
     @scripts/demo.sh
 
@@ -22,8 +22,9 @@ test:
     @scripts/test-python.sh
     @scripts/test-pyo3-example.sh
     @scripts/test-python-types.sh
-    @scripts/test-python-min-numpy.sh
+    @scripts/test-python-release.sh
     @scripts/test-node.sh
+    @scripts/test-napi-example.sh
     @scripts/test-julia.sh
     @scripts/test-julia-embedded.sh
     @scripts/test-mojo.sh
@@ -51,7 +52,7 @@ fuzz *targets:
 lint:
     cargo fmt --all -- --check
     cargo clippy --workspace --all-targets --locked -- -D warnings
-    RUSTDOCFLAGS="-D warnings" cargo doc --locked --no-deps -p dlbridge -p dlbridge-pyo3 --features dlbridge/ndarray
+    RUSTDOCFLAGS="-D warnings" cargo doc --locked --no-deps -p dlbridge -p dlbridge-pyo3 -p dlbridge-napi --features dlbridge/ndarray
 
 # Benchmarks, each against peers measured in the same run; writes docs/benchmarks.md.
 bench:
@@ -59,4 +60,5 @@ bench:
     @scripts/bench-frontends.sh
     @scripts/bench-pyo3-example.sh
     @scripts/bench-node.sh
+    @scripts/bench-napi-example.sh
     @scripts/bench-julia-embedded.sh

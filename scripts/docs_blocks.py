@@ -7,6 +7,11 @@ Conventions a documentation block follows:
   temporary directory (`sh` blocks run in the repository root). It must exit 0.
 - A block whose info string has the word `illustration` (```python illustration) is shown, not
   run; the runner counts these.
+- A block whose info string has the word `embedded-julia` needs Julia embedded through jlrs
+  (docs/julia.md's embedded section): it runs in scripts/test-julia-embedded.sh, which has that
+  build environment (`--embedded-julia` runs only these blocks); the default run lists it as
+  run there. Its Rust blocks also depend on `dlbridge-julia`, and a `// file: build.rs` section
+  is the crate's build script.
 - A ```text block that follows a runnable block (only blank lines between) is that block's
   expected standard output. Lines are compared after trailing spaces are removed; `...` matches
   any text, line breaks included (addresses, handles, timings).
@@ -37,6 +42,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 RUNNABLE = {"python", "js", "julia", "mojo", "c", "rust", "sh"}
+EMBEDDED_JULIA = "embedded-julia"
 ALIASES = {"bash": "sh", "console": "sh", "javascript": "js", "py": "python"}
 COMMENT = {"python": "#", "julia": "#", "sh": "#", "mojo": "#", "js": "//", "c": "//", "rust": "//"}
 TIMEOUT_S = 600
@@ -206,15 +212,22 @@ class Runner:
         if block.lang == "rust":
             # A binary crate of its own that depends on the core by path, as docs/rust.md shows,
             # resolved against the workspace's lock file and built into one shared target folder.
+            # Blocks that embed Julia also depend on dlbridge-julia, whose workspace (and lock
+            # file) is bindings/julia; a `// file: build.rs` section sits in the crate's root.
             (workdir / "src").mkdir()
             (workdir / "src" / "main.rs").write_text(program)
+            dependencies = f'dlbridge = {{ path = "{self.repo}/crates/dlbridge" }}\n'
+            lock, target_name = self.repo / "Cargo.lock", "docs-blocks"
+            if EMBEDDED_JULIA in block.flags:
+                julia = self.repo / "bindings" / "julia"
+                dependencies += f'dlbridge-julia = {{ path = "{julia}/dlbridge-julia" }}\n'
+                lock, target_name = julia / "Cargo.lock", "docs-blocks-julia"
             (workdir / "Cargo.toml").write_text(
                 '[package]\nname = "docs-block"\nversion = "0.0.0"\nedition = "2021"\n\n'
-                f'[dependencies]\ndlbridge = {{ path = "{self.repo}/crates/dlbridge" }}\n\n'
-                "[workspace]\n"
+                f"[dependencies]\n{dependencies}\n[workspace]\n"
             )
-            shutil.copy(self.repo / "Cargo.lock", workdir / "Cargo.lock")
-            target = str(Path(self.tool("DOCS_LIB_DIR")).parent / "docs-blocks")
+            shutil.copy(lock, workdir / "Cargo.lock")
+            target = str(Path(self.tool("DOCS_LIB_DIR")).parent / target_name)
             return ["env", f"CARGO_TARGET_DIR={target}", "cargo", "run", "-q", "--offline"], workdir
         (workdir / "main.sh").write_text(program)
         return ["bash", "-euo", "pipefail", str(workdir / "main.sh")], self.repo
@@ -277,6 +290,11 @@ def main() -> int:
         help="run only Python blocks that import nothing but these (comma-separated) and the "
         "standard library",
     )
+    parser.add_argument(
+        "--embedded-julia",
+        action="store_true",
+        help=f"run only the blocks flagged `{EMBEDDED_JULIA}` (scripts/test-julia-embedded.sh)",
+    )
     parser.add_argument("documents", nargs="*", type=Path)
     args = parser.parse_args()
     repo = Path(os.environ["REPO_ROOT"])
@@ -295,6 +313,10 @@ def main() -> int:
                 allowed = set(args.python_imports_only.split(",")) | set(sys.stdlib_module_names)
                 if block.lang != "python" or not python_imports(block) <= allowed:
                     continue
+            if args.embedded_julia != (EMBEDDED_JULIA in block.flags):
+                if not args.embedded_julia:
+                    print(f"elsewhere    {block.lang:6} {shown} (test-julia-embedded.sh)")
+                continue
             count = counts.setdefault(block.lang, [0, 0, 0])
             if "illustration" in block.flags:
                 count[2] += 1

@@ -3,8 +3,8 @@
 # workspace of its own, bindings/julia, because building it needs Julia's headers and libclang,
 # which scripts/julia-build-env.sh installs), runs its tests and the Rust host example
 # (examples/julia-host), then builds the Python module dlbridge.julia (bindings/julia/python) into
-# the python-test venv and runs its pytest suite (extra arguments go to pytest). Builds go to the
-# repository's target folder.
+# the python-test venv and runs its pytest suite (extra arguments go to pytest), and the
+# documentation's embedded-Julia blocks. Builds go to the repository's target folder.
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
@@ -36,5 +36,10 @@ exec 8>"$venv.test.lock"
 flock 8
 "$REPO_ROOT/scripts/python-julia-install.sh" >/dev/null
 log "running the dlbridge.julia tests"
-cd "$REPO_ROOT/bindings/julia/python"
-"$venv/bin/python" -m pytest -q -p no:cacheprovider tests "$@"
+(cd "$REPO_ROOT/bindings/julia/python" && "$venv/bin/python" -m pytest -q -p no:cacheprovider tests "$@")
+
+# The documentation's embedded-Julia blocks (docs/julia.md) need this build environment, so they
+# run here rather than in scripts/test-docs.sh.
+log "running the documentation's embedded-Julia blocks"
+REPO_ROOT=$REPO_ROOT DOCS_PYTHON=$venv/bin/python DOCS_LIB_DIR=$CARGO_TARGET_DIR/release \
+  "$venv/bin/python" "$REPO_ROOT/scripts/docs_blocks.py" --embedded-julia

@@ -36,8 +36,8 @@ export DLBRIDGE_MATRIX_GUEST_RUST_PYO3=$target/matrix/pyo3-guest
     --target "$DLBRIDGE_MATRIX_GUEST_RUST_PYO3" "$wheels"/matrix_rust_guest-*.whl
   rm -rf "$wheels"
 } >>"$target/matrix-build.log" 2>&1 || { tail -n 40 "$target/matrix-build.log" >&2; exit 1; }
-log "building the Rust and C agents"
-cargo build --locked --release --quiet -p dlbridge-matrix-agent
+log "building the Rust and C agents, and the Rust guest's napi-rs addon (node ⇄ rust in-process)"
+cargo build --locked --release --quiet -p dlbridge-matrix-agent -p dlbridge-matrix-napi-guest
 bash tests/matrix/agents/c/build.sh >&2
 # The Node agent loads guest libraries with koffi (tests/matrix/agents/node/package.json); npm ci
 # runs only when the lock (or Node) changed since the last install.
@@ -55,6 +55,8 @@ bash tests/matrix/agents/c/build.sh >&2
 # The guest libraries of the in-process pairs (tests/matrix/agents/c/guest.h).
 export DLBRIDGE_MATRIX_GUEST_C="$target/matrix/libmatrix-guest-c.so"
 export DLBRIDGE_MATRIX_GUEST_RUST="$target/release/libdlbridge_matrix_agent.so"
+# The Rust guest of node ⇄ rust: a napi-rs addon on dlbridge-napi, which the Node agent loads.
+export DLBRIDGE_MATRIX_GUEST_RUST_NAPI="$target/release/libmatrix_rust_napi_guest.so"
 export DLBRIDGE_MATRIX_GUEST_JULIA="$target/release/examples/libmatrix_julia_guest.so"
 export DLBRIDGE_MATRIX_RUST="$target/release/dlbridge-matrix-agent"
 export DLBRIDGE_MATRIX_C="$target/matrix/c-agent"

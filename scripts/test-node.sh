@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Node frontend (bindings/node): install the npm dev dependencies from the lock (skipped when
-# node_modules already matches it), build the addon in release mode, run the node:test suite.
+# node_modules already matches it), build the addon in release mode with the suite's switches
+# (feature `test-hooks`: `_testHooks`), run the node:test suite.
 #
 #   scripts/test-node.sh               install + build + test
 #   scripts/test-node.sh --build-only  install + build (used by scripts/bench-node.sh)
@@ -29,8 +30,8 @@ install_dependencies() {
 }
 
 install_dependencies
-log "build the addon (cargo build --release -p dlbridge-node)"
-node build-addon.js -- --locked
+log "build the addon (cargo build --release -p dlbridge-node --features test-hooks)"
+node build-addon.js -- --locked --features test-hooks
 
 if [[ ${1:-} == --build-only ]]; then
   exit 0

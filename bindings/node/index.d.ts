@@ -364,6 +364,15 @@ export declare function releasePointer(address: bigint, options?: { legacy?: boo
 /** Address of a typed array's first element (its byteOffset applied). */
 export declare function addressOf(array: SupportedTypedArray): bigint;
 
+/**
+ * A Tensor over the memory of a tensor object that another native addon returned (the
+ * `TensorObject` return type of the dlbridge-napi crate): shape, strides and read-only flag
+ * kept, nothing copied; the addon's tensor lives until this tensor and its views are collected.
+ * A dlbridge `Tensor` is accepted too (a new handle on the same memory).
+ * @throws {TypeError} anything else, typed arrays included (use {@link fromTypedArray})
+ */
+export declare function fromTensorObject(object: object): Tensor;
+
 /** What {@link emptyShared} returns. */
 export interface SharedAllocation<D extends string = DType> {
   /**
@@ -423,24 +432,34 @@ export declare function fromShared(handle: string, options?: FromSharedOptions):
 /** The DLPack version this build speaks, `[major, minor]`. */
 export declare const DLPACK_VERSION: readonly [number, number];
 
-/** Counts kept by the native side, for leak tests. */
-export interface DebugCounts {
-  /** Tensors alive in Rust. */
+/** The native side's counts of the resources it holds (see {@link diagnostics}). */
+export interface Diagnostics {
+  /** Tensors alive in Rust (each owning a JS buffer pin, a Rust allocation or a foreign tensor). */
   liveTensors: number;
   /** Tensors released since the process started (producer deleters run). */
   releasedTensors: number;
-  /** JS ArrayBuffers pinned by tensors. */
+  /** JS ArrayBuffers pinned by tensors made with `fromTypedArray`. */
   pinnedJsBuffers: number;
-  /** External ArrayBuffers not yet finalized. */
+  /** External ArrayBuffers (typed-array views of native memory) not yet finalized. */
   externalBuffers: number;
-  /** Exported pointers not yet deleted. */
+  /** Exports not yet deleted: `exportPointer` results, tensors lent to other addons. */
   pendingExports: number;
 }
 
-/** Native-side counts and test switches. Not a stable API. */
-export declare const _debug: {
-  /** Process-wide counts of live and released native resources. */
-  counts(): DebugCounts;
-  /** Make this thread's environment refuse external buffers, as Electron's memory cage does. */
-  forbidExternalBuffers(forbid: boolean): void;
-};
+/**
+ * The native side's counts, all threads and workers together: a leak check, as a heap snapshot
+ * cannot see native memory. Once the last holder of a tensor is gone and the collector ran
+ * (`global.gc()` under `--expose-gc`, then a turn of the event loop for finalizers), every count
+ * but `releasedTensors` is back where it was.
+ */
+export declare function diagnostics(): Diagnostics;
+
+/** Switches for the node:test suite: present only in the test build (feature `test-hooks`). */
+export declare const _testHooks:
+  | {
+      /** Make this thread's environment refuse external buffers, as Electron's memory cage does. */
+      forbidExternalBuffers(forbid: boolean): void;
+      /** `tensor.exportPointer(options)` without remembering the export as this package's. */
+      exportAnonymous(tensor: Tensor, options?: { legacy?: boolean; unsafeIgnoreReadOnly?: boolean }): bigint;
+    }
+  | undefined;

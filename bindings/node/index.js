@@ -128,6 +128,11 @@ module.exports = {
    */
   Tensor: native.Tensor,
   fromTypedArray,
+  /**
+   * A Tensor over the memory of a tensor object another native addon returned
+   * (dlbridge-napi's `TensorObject`): shape, strides and read-only flag kept, no copy.
+   */
+  fromTensorObject: native.fromTensorObject,
   /** A zero-filled row-major tensor in memory owned by Rust: `empty(shape, dtype = "float32")`. */
   empty: native.empty,
   /** A 1-d tensor `0, 1, …, n-1` in memory owned by Rust: `arange(n, dtype = "float32")`. */
@@ -161,6 +166,12 @@ module.exports = {
    * read-only); `writable: true` shares writes with every side.
    */
   fromShared: native.fromShared,
-  /** Native-side counts and test switches; not a stable API. */
-  _debug: native._debug,
+  /**
+   * The native side's counts of the resources it holds (`liveTensors`, `releasedTensors`,
+   * `pinnedJsBuffers`, `externalBuffers`, `pendingExports`), all threads together: a leak check
+   * for tests and leak-hunting tools, as a heap snapshot cannot see native memory.
+   */
+  diagnostics: native.diagnostics,
+  // Switches for the node:test suite, present only in the test build (feature `test-hooks`).
+  ...(native._testHooks ? { _testHooks: native._testHooks } : {}),
 };

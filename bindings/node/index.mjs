@@ -17,10 +17,12 @@ export const {
   importPointer,
   releasePointer,
   addressOf,
+  fromTensorObject,
   emptyShared,
   toShared,
   fromShared,
-  _debug,
+  diagnostics,
+  _testHooks,
 } = dlbridge;
 
 export default dlbridge;

@@ -43,7 +43,6 @@ SHM_ONLY = {
     " embedding addon that the project does not build",
     "julia ⇄ mojo": "neither frontend embeds the other runtime: DLBridge.jl talks to C only, and"
     " the Mojo package to C and CPython only",
-    "rust ⇄ node": "shm only until the extension crate for napi-rs brings its in-process pair",
 }
 IN_PROCESS_HOSTS = {
     frozenset(("c", "python")): "python",  # ctypes loads the C guest library
@@ -56,6 +55,7 @@ IN_PROCESS_HOSTS = {
     frozenset(("python", "julia")): "python",  # dlbridge.julia embeds Julia, which loads its guest
     frozenset(("rust", "julia")): "rust",  # dlopen of the Julia guest library (Julia through jlrs)
     frozenset(("python", "rust")): "python",  # imports the Rust guest's pyo3 extension (dlbridge-pyo3)
+    frozenset(("node", "rust")): "node",  # loads the Rust guest's napi-rs addon (dlbridge-napi)
 }
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 

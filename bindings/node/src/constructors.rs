@@ -3,18 +3,19 @@
 
 use dlbridge::layout::{self, Order};
 use dlbridge::{DataType, Device, Error as CoreError, Flags, Tensor as CoreTensor, MAX_NDIM};
+use dlbridge_napi::JsTensor;
 use napi::bindgen_prelude::Unknown;
 use napi::Env;
 use napi_derive::napi;
 
 use crate::arguments::{describe, dtype_name, integer, integer_list, Options};
-use crate::dtype_map::dtype_for;
 use crate::env_context::EnvContext;
 use crate::errors::{Failure, OrThrow, Outcome};
 use crate::js_memory::{detached, JsMemory};
 use crate::node_api::{Handle, Scope};
 use crate::shared::SharedTensor;
 use crate::tensor::Tensor;
+use dlbridge_napi::typed_arrays::dtype_for;
 
 /// Fails for negative dimensions or too many of them (a `RangeError`, naming the value), before
 /// any layout arithmetic on them.
@@ -135,6 +136,16 @@ pub fn from_typed_array(
     )
     .and_then(|options| tensor_over_typed_array(scope, scope.adopt(&array), &options))
     .or_throw(env)
+}
+
+/// A `Tensor` over the memory of a tensor object that another native addon returned
+/// (`dlbridge_napi::TensorObject`), or of any object of the tensor-object protocol: shape,
+/// strides and read-only flag kept, nothing copied; the addon's tensor lives until this one and
+/// every view of it are collected.
+#[napi(js_name = "fromTensorObject")]
+pub fn from_tensor_object(object: JsTensor<'_>) -> napi::Result<Tensor> {
+    let tensor = object.into_tensor()?;
+    Ok(Tensor::new(SharedTensor::native(tensor)))
 }
 
 /// The dtype argument of `empty`/`arange` (default float32).

@@ -256,7 +256,7 @@ impl Tensor {
         let write = || -> Outcome<()> {
             let (at, kind) = element_address(scope, self, scope.adopt(&index), "set")?;
             if self.shared().view().is_read_only() {
-                return Err(Failure::error(
+                return Err(Failure::plain(
                     "ERR_DLBRIDGE_READ_ONLY",
                     "set: the tensor is read-only (its producer asked nobody to write it)",
                 ));

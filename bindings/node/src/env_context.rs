@@ -15,10 +15,10 @@ use std::thread::{self, ThreadId};
 use napi::sys;
 
 use crate::block_registry::BlockRegistry;
+use crate::diagnostics::PINNED_JS_BUFFERS;
 use crate::errors::{Failure, Outcome};
 use crate::node_api::{Handle, Scope};
 use crate::release_queue::ReleaseQueue;
-use crate::testing::PINNED_JS_BUFFERS;
 
 /// What dlbridge keeps per Node-API environment.
 pub(crate) struct EnvContext {
@@ -89,7 +89,7 @@ impl EnvContext {
         if status != sys::Status::napi_ok {
             // SAFETY: Node did not take the Arc.
             drop(unsafe { Arc::from_raw(data as *const EnvContext) });
-            return Err(Failure::error(
+            return Err(Failure::plain(
                 "ERR_DLBRIDGE_NODE_API",
                 format!("cannot attach dlbridge's environment state (Node-API status {status})"),
             ));
@@ -100,6 +100,16 @@ impl EnvContext {
     /// Whether `scope` is this context's environment, and that environment is alive.
     pub(crate) fn is_current(&self, scope: Scope<'_>) -> bool {
         self.alive.load(Ordering::Acquire) && scope.raw() as usize == self.env
+    }
+
+    /// Whether the environment is alive and this is its thread.
+    pub(crate) fn is_alive_on_this_thread(&self) -> bool {
+        self.is_alive() && thread::current().id() == self.thread
+    }
+
+    /// The environment (for calls on its thread while alive).
+    pub(crate) fn raw_env(&self) -> sys::napi_env {
+        self.env as sys::napi_env
     }
 
     /// Whether the environment has not torn down yet.
@@ -128,7 +138,7 @@ impl EnvContext {
         // SAFETY: `view_key` was created in this env (the caller's, as `of` checked) and lives
         // until teardown.
         unsafe { scope.reference_value(self.view_key) }
-            .ok_or_else(|| Failure::error("ERR_DLBRIDGE_NODE_API", "dlbridge's view key is gone"))
+            .ok_or_else(|| Failure::plain("ERR_DLBRIDGE_NODE_API", "dlbridge's view key is gone"))
     }
 
     /// Whether external ArrayBuffers are refused here (always false on stock Node; the switch
@@ -138,6 +148,7 @@ impl EnvContext {
     }
 
     /// Sets the test switch.
+    #[cfg(feature = "test-hooks")]
     pub(crate) fn set_forbid_external_buffers(&self, forbid: bool) {
         self.forbid_external_buffers
             .store(forbid, Ordering::Relaxed);

@@ -19,11 +19,11 @@ use dlbridge::{copy, Device, Flags, TensorView};
 use napi::sys;
 
 use crate::block_registry::Lookup;
+use crate::diagnostics::EXTERNAL_BUFFERS;
 use crate::env_context::EnvContext;
 use crate::errors::{Failure, Outcome};
 use crate::node_api::{Handle, Scope};
 use crate::shared::SharedTensor;
-use crate::testing::EXTERNAL_BUFFERS;
 
 /// A buffer for typed-array views of a tensor.
 pub(crate) struct ViewBuffer<'env> {
@@ -69,7 +69,7 @@ pub(crate) fn view_buffer<'env>(
     let base = view.data_ptr().wrapping_offset(span.start) as usize;
     let offset = span.start.unsigned_abs();
     if base % alignment != 0 {
-        return Err(Failure::error(
+        return Err(Failure::plain(
             "ERR_DLBRIDGE_MISALIGNED",
             format!(
                 "the tensor's memory at {base:#x} is not aligned to {alignment} bytes, so no \

@@ -6,10 +6,10 @@ use std::sync::Arc;
 
 use napi::sys;
 
+use crate::diagnostics;
 use crate::env_context::EnvContext;
 use crate::errors::{Failure, Outcome};
 use crate::node_api::{Handle, Scope};
-use crate::testing;
 
 /// A pinned ArrayBuffer (or SharedArrayBuffer) of one environment.
 pub(crate) struct JsMemory {
@@ -34,7 +34,7 @@ impl JsMemory {
         byte_offset: usize,
     ) -> Outcome<JsMemory> {
         let buffer = scope.create_reference(buffer, 1)?;
-        testing::PINNED_JS_BUFFERS.increment();
+        diagnostics::PINNED_JS_BUFFERS.increment();
         Ok(JsMemory {
             context,
             buffer,
@@ -53,7 +53,7 @@ impl JsMemory {
     /// its environment (a worker) has exited: in both cases its memory is gone.
     pub(crate) fn buffer<'env>(&self, scope: Scope<'env>) -> Outcome<Option<Handle<'env>>> {
         if !self.context.is_alive() {
-            return Err(Failure::error(
+            return Err(Failure::plain(
                 "ERR_DLBRIDGE_MEMORY_GONE",
                 "the tensor's typed array belonged to a worker that has exited: its memory is gone",
             ));
@@ -63,11 +63,25 @@ impl JsMemory {
         }
         // SAFETY: a strong reference of this (live, current) environment, deleted only on drop.
         let buffer = unsafe { scope.reference_value(self.buffer) }
-            .ok_or_else(|| Failure::error("ERR_DLBRIDGE_NODE_API", "pinned buffer is gone"))?;
+            .ok_or_else(|| Failure::plain("ERR_DLBRIDGE_NODE_API", "pinned buffer is gone"))?;
         if buffer.is_detached() {
             return Err(detached());
         }
         Ok(Some(buffer))
+    }
+
+    /// Whether the memory is still there, asked from outside a call of this addon (another
+    /// addon's, on this environment's thread): the environment is alive, this is its thread, and
+    /// the buffer is not detached.
+    pub(crate) fn is_usable_on_this_thread(&self) -> bool {
+        if !self.context.is_alive_on_this_thread() {
+            return false;
+        }
+        // SAFETY: the environment is alive and this is its thread, inside a JS call (another
+        // addon's), so its handle scope is open; Node-API environments of one thread share the
+        // isolate, and the reference is ours until `drop`.
+        let scope = unsafe { Scope::from_raw(self.context.raw_env()) };
+        matches!(self.buffer(scope), Ok(Some(_)))
     }
 
     /// Fails if the memory is gone (detached buffer, exited worker); see [`JsMemory::buffer`].

@@ -9,11 +9,12 @@
 //! - [`pointer_io`]: DLPack managed-tensor pointers as BigInts, for other native addons.
 //! - [`shared_memory`]: `emptyShared`, `toShared`, `fromShared`: tensors in POSIX shared-memory
 //!   segments, for runtimes that cannot share a process.
-//! - [`dtype_map`]: which typed array views which dtype.
 //! - [`env_context`], [`js_memory`], [`release_queue`]: per-environment state (main thread and
 //!   workers), JS buffers pinned from any thread and released on their own.
 //! - [`errors`]: the one mapping to JS error classes; [`arguments`]: argument checks;
-//!   [`node_api`]: the raw Node-API calls; [`testing`]: the `_debug` counts.
+//!   [`node_api`]: the raw Node-API calls.
+//! - [`diagnostics`]: `diagnostics()`, the native side's counts of live and released resources.
+//! - `test_hooks` (feature `test-hooks`, test builds only): `_testHooks`, switches for the suite.
 
 // napi-derive leaves out the registration of `#[napi]` items under cfg(test), so to the unit
 // test build every entry point (and what only they use) looks unused.
@@ -24,7 +25,7 @@ use napi_derive::napi;
 mod arguments;
 mod block_registry;
 mod constructors;
-mod dtype_map;
+mod diagnostics;
 mod elements;
 mod env_context;
 mod errors;
@@ -36,7 +37,8 @@ mod release_queue;
 mod shared;
 mod shared_memory;
 mod tensor;
-mod testing;
+#[cfg(feature = "test-hooks")]
+mod test_hooks;
 
 /// The DLPack version this build speaks, as `[major, minor]`.
 #[napi(js_name = "DLPACK_VERSION")]

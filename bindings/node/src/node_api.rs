@@ -13,8 +13,8 @@ use std::ptr;
 use napi::bindgen_prelude::{JsValue, TypeTag, Unknown};
 use napi::{sys, Env};
 
-use crate::dtype_map::ArrayKind;
 use crate::errors::{Failure, Outcome};
+use dlbridge_napi::typed_arrays::ArrayKind;
 
 /// The environment of the current Node-API call.
 #[derive(Clone, Copy)]
@@ -100,7 +100,7 @@ fn check(status: sys::napi_status, call: &str) -> Outcome<()> {
     if status == sys::Status::napi_ok {
         Ok(())
     } else {
-        Err(Failure::error(
+        Err(Failure::plain(
             "ERR_DLBRIDGE_NODE_API",
             format!("{call} failed with Node-API status {status}"),
         ))

@@ -6,6 +6,7 @@
 //! wrapper around it.
 
 use std::collections::HashMap;
+use std::ptr::NonNull;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, LazyLock, Mutex, Weak};
 
@@ -16,12 +17,12 @@ use napi::Env;
 use napi_derive::napi;
 
 use crate::arguments::{describe, Options};
+use crate::diagnostics::PENDING_EXPORTS;
 use crate::errors::{Failure, OrThrow, Outcome};
 use crate::js_memory::detached;
 use crate::node_api::{Handle, JsType, Scope};
 use crate::shared::SharedTensor;
 use crate::tensor::Tensor;
-use crate::testing::PENDING_EXPORTS;
 
 /// An export of ours that no consumer has deleted yet.
 struct LiveExport {
@@ -74,22 +75,34 @@ impl Drop for ExportedTensor {
     }
 }
 
-/// Whether an export is remembered as ours (so that importing it gives back the tensor), or
-/// left anonymous like any foreign producer's (tests use that to exercise the foreign path).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Remember {
-    Yes,
-    No,
-}
-
 /// `tensor.exportPointer({legacy?, unsafeIgnoreReadOnly?})`: the address of a new
-/// `DLManagedTensorVersioned` (or legacy `DLManagedTensor`) that keeps the tensor alive.
+/// `DLManagedTensorVersioned` (or legacy `DLManagedTensor`) that keeps the tensor alive,
+/// remembered as ours until its deleter runs.
 pub(crate) fn export(
     scope: Scope<'_>,
     tensor: &Arc<SharedTensor>,
     options: &Options<'_>,
-    remember: Remember,
 ) -> Outcome<u64> {
+    let (address, legacy, address_slot) = export_unremembered(scope, tensor, options)?;
+    address_slot.store(address, Ordering::Release);
+    live_exports().insert(
+        address,
+        LiveExport {
+            tensor: Arc::downgrade(tensor),
+            legacy,
+        },
+    );
+    Ok(address as u64)
+}
+
+/// The export of [`export`], not remembered (importing it takes the path of any foreign
+/// producer's tensor): its address, whether it is legacy, and the slot its address goes into
+/// once remembered.
+pub(crate) fn export_unremembered(
+    scope: Scope<'_>,
+    tensor: &Arc<SharedTensor>,
+    options: &Options<'_>,
+) -> Outcome<(usize, bool, Arc<AtomicUsize>)> {
     let legacy = options.bool(c"legacy")?.unwrap_or(false);
     let ignore_read_only = options.bool(c"unsafeIgnoreReadOnly")?.unwrap_or(false);
     if let Some(memory) = tensor.js_memory() {
@@ -99,7 +112,7 @@ pub(crate) fn export(
     let address = if legacy {
         export::to_legacy(exported, ignore_read_only)
             .map_err(|_| {
-                Failure::error(
+                Failure::plain(
                     "ERR_DLBRIDGE_READ_ONLY",
                     "the tensor is read-only and a legacy DLManagedTensor cannot say so: export a \
                      versioned tensor, or pass {unsafeIgnoreReadOnly: true} if the consumer will \
@@ -110,18 +123,14 @@ pub(crate) fn export(
     } else {
         export::to_versioned(exported, Flags::empty()).as_ptr() as usize
     };
-    if remember == Remember::No {
-        return Ok(address as u64);
-    }
-    address_slot.store(address, Ordering::Release);
-    live_exports().insert(
-        address,
-        LiveExport {
-            tensor: Arc::downgrade(tensor),
-            legacy,
-        },
-    );
-    Ok(address as u64)
+    Ok((address, legacy, address_slot))
+}
+
+/// A versioned export of `tensor` for the duration of another addon's call (the tensor-object
+/// protocol): anonymous, as the consumer's deleter runs before the call returns.
+pub(crate) fn export_for_call(tensor: &Arc<SharedTensor>) -> NonNull<DLManagedTensorVersioned> {
+    let (exported, _) = ExportedTensor::new(tensor.clone());
+    export::to_versioned(exported, Flags::empty())
 }
 
 /// A pointer argument: a BigInt address.

@@ -15,9 +15,9 @@ use std::sync::{Arc, RwLock};
 
 use napi::sys;
 
+use crate::diagnostics::PINNED_JS_BUFFERS;
 use crate::errors::{Failure, Outcome};
 use crate::node_api::Scope;
-use crate::testing::PINNED_JS_BUFFERS;
 
 /// The thread-safe function, while Node has not finalized it.
 struct ThreadsafeFunction(sys::napi_threadsafe_function);
@@ -65,7 +65,7 @@ impl ReleaseQueue {
         if status != sys::Status::napi_ok {
             // SAFETY: the Arc leaked above was not handed to Node.
             drop(unsafe { Arc::from_raw(finalize_data as *const ReleaseQueue) });
-            return Err(Failure::error(
+            return Err(Failure::plain(
                 "ERR_DLBRIDGE_NODE_API",
                 format!("cannot create the release queue (Node-API status {status})"),
             ));

@@ -6,8 +6,8 @@ use std::sync::Arc;
 
 use dlbridge::{AsTensorView, Tensor, TensorView};
 
+use crate::diagnostics::{LIVE_TENSORS, RELEASED_TENSORS};
 use crate::js_memory::JsMemory;
-use crate::testing::{LIVE_TENSORS, RELEASED_TENSORS};
 
 /// A tensor and its memory's keeper.
 pub(crate) struct SharedTensor {

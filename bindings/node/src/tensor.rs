@@ -4,24 +4,35 @@
 use std::cell::Cell;
 use std::sync::Arc;
 
+use dlbridge::ffi::DLManagedTensorVersioned;
 use dlbridge::{Flags, Order};
+use dlbridge_napi::TensorHandle;
 use napi::bindgen_prelude::{BigInt, This, Unknown};
 use napi::Env;
 use napi_derive::napi;
 
 use crate::arguments::Options;
-use crate::dtype_map::{js_layout, JsLayout};
 use crate::env_context::EnvContext;
 use crate::errors::{Failure, OrThrow, Outcome};
 use crate::external::{copy_to_arraybuffer, view_buffer};
 use crate::node_api::{Handle, Scope};
 use crate::pointer_io;
 use crate::shared::SharedTensor;
+use dlbridge_napi::typed_arrays::{js_layout, JsLayout};
 
 /// A DLPack tensor: metadata plus memory kept alive for as long as anyone (JS, Rust, another
 /// addon through a managed-tensor pointer) holds it.
-#[napi]
+///
+/// Instances are dlbridge tensor objects (`dlbridge_napi::tensor_handle`): napi-rs tags them
+/// with the class tag that this salt, the module path and the class name give, which is
+/// `dlbridge_napi::TENSOR_TYPE_TAG`, and wraps a pointer to this struct, whose first field is
+/// the protocol's header (`#[repr(C)]`). Other addons built on dlbridge-napi take them as tensor
+/// arguments through that header.
+#[napi(type_tag = "dlbridge.tensor.v1")]
+#[repr(C)]
 pub struct Tensor {
+    /// The tensor-object protocol header; must stay the first field.
+    handle: TensorHandle,
     shared: Arc<SharedTensor>,
     /// Whether this object's typed arrays are copies (external buffers refused).
     views_copied: Cell<bool>,
@@ -43,6 +54,7 @@ impl Tensor {
     /// A JS handle on `shared`.
     pub(crate) fn new(shared: Arc<SharedTensor>) -> Tensor {
         Tensor {
+            handle: TensorHandle::new(export_for_addon),
             shared,
             views_copied: Cell::new(false),
             view_offset: Cell::new(0),
@@ -82,7 +94,7 @@ impl Tensor {
             return scope.create_typed_array(layout.kind, length, buffer, 0);
         }
         if view.is_read_only() && !ignore_read_only {
-            return Err(Failure::error(
+            return Err(Failure::plain(
                 "ERR_DLBRIDGE_READ_ONLY",
                 "the tensor is read-only and typed arrays are always writable: pass {copy: true} \
                  for a private copy, or {unsafeIgnoreReadOnly: true} for a writable view of memory \
@@ -90,7 +102,7 @@ impl Tensor {
             ));
         }
         if !view.is_contiguous(Order::C) {
-            return Err(Failure::error(
+            return Err(Failure::plain(
                 "ERR_DLBRIDGE_NOT_CONTIGUOUS",
                 format!(
                     "a typed array views row-major (C-contiguous) memory only; shape {:?} with \
@@ -132,6 +144,23 @@ impl Tensor {
         self.view_offset.set(made.offset);
         Ok((made.buffer, made.offset))
     }
+}
+
+/// The protocol's `export`: a new managed tensor over the tensor, for another addon's argument
+/// (NULL if the memory is gone: a detached buffer, an exited worker).
+unsafe extern "C" fn export_for_addon(
+    handle: *const TensorHandle,
+) -> *mut DLManagedTensorVersioned {
+    // SAFETY: consumers call `export` with the address of the header it sits in, which is the
+    // first field of a live `Tensor` (`#[repr(C)]`): the object that wraps it is an argument of
+    // their running call. Only `&self` methods exist, so a shared borrow aliases nothing.
+    let tensor = unsafe { &*(handle as *const Tensor) };
+    if let Some(memory) = tensor.shared.js_memory() {
+        if !memory.is_usable_on_this_thread() {
+            return std::ptr::null_mut();
+        }
+    }
+    pointer_io::export_for_call(&tensor.shared).as_ptr()
 }
 
 #[napi]
@@ -252,10 +281,22 @@ impl Tensor {
             "exportPointer",
             &["legacy", "unsafeIgnoreReadOnly"],
         )
-        .and_then(|options| {
-            pointer_io::export(scope, &self.shared, &options, pointer_io::Remember::Yes)
-        })
+        .and_then(|options| pointer_io::export(scope, &self.shared, &options))
         .map(BigInt::from)
         .or_throw(env)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use napi::bindgen_prelude::TypeTag;
+
+    #[test]
+    fn instances_carry_the_tensor_object_protocol_tag() {
+        let (class, protocol) = (
+            <super::Tensor as TypeTag>::type_tag(),
+            dlbridge_napi::TENSOR_TYPE_TAG,
+        );
+        assert_eq!((class.lower, class.upper), (protocol.lower, protocol.upper));
     }
 }

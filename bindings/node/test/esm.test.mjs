@@ -5,7 +5,7 @@ import assert from 'node:assert/strict';
 import { createRequire } from 'node:module';
 import dlbridge, {
   fromTypedArray, empty, arange, importPointer, DLPACK_VERSION, Tensor,
-  emptyShared, toShared, fromShared,
+  emptyShared, toShared, fromShared, fromTensorObject, diagnostics,
 } from 'dlbridge';
 
 const require = createRequire(import.meta.url);
@@ -28,4 +28,6 @@ test('the named exports work', () => {
   assert.deepEqual([...fromShared(shared.handle).toTypedArray({ copy: true })], [0, 7]);
   assert.deepEqual([...fromShared(toShared(shared.tensor)).toTypedArray({ copy: true })], [0, 7]);
   assert.equal(emptyShared, require('dlbridge').emptyShared);
+  assert.equal(fromTensorObject, require('dlbridge').fromTensorObject);
+  assert.equal(diagnostics().liveTensors, require('dlbridge').diagnostics().liveTensors);
 });

@@ -6,10 +6,10 @@ const test = require('node:test');
 const assert = require('node:assert/strict');
 const { dlbridge, assertReleases } = require('./helpers');
 
-const { fromTypedArray, arange, addressOf, _debug } = dlbridge;
+const { fromTypedArray, arange, addressOf, _testHooks } = dlbridge;
 
 test('without external buffers, Rust memory is copied once and flagged copied', async () => {
-  _debug.forbidExternalBuffers(true);
+  _testHooks.forbidExternalBuffers(true);
   try {
     await assertReleases(() => {
       const tensor = arange(6, 'float32');
@@ -23,19 +23,19 @@ test('without external buffers, Rust memory is copied once and flagged copied', 
       assert.equal(again.buffer, view.buffer);
     });
   } finally {
-    _debug.forbidExternalBuffers(false);
+    _testHooks.forbidExternalBuffers(false);
   }
 });
 
 test('without external buffers, JS memory is still viewed in place', () => {
-  _debug.forbidExternalBuffers(true);
+  _testHooks.forbidExternalBuffers(true);
   try {
     const array = new Int16Array([1, 2, 3]);
     const tensor = fromTypedArray(array);
     assert.equal(tensor.toTypedArray().buffer, array.buffer);
     assert.equal(tensor.copied, false);
   } finally {
-    _debug.forbidExternalBuffers(false);
+    _testHooks.forbidExternalBuffers(false);
   }
 });
 

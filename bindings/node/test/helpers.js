@@ -12,7 +12,7 @@ async function collect(rounds = 20) {
   for (let i = 0; i < rounds; i++) {
     global.gc();
     await nextTurn();
-    const now = JSON.stringify(dlbridge._debug.counts());
+    const now = JSON.stringify(dlbridge.diagnostics());
     if (now === last && i >= 3) return;
     last = now;
   }
@@ -21,7 +21,7 @@ async function collect(rounds = 20) {
 /** The native counts that describe live resources (not the monotonic `releasedTensors`). */
 function liveCounts() {
   const { liveTensors, pinnedJsBuffers, externalBuffers, pendingExports } =
-    dlbridge._debug.counts();
+    dlbridge.diagnostics();
   return { liveTensors, pinnedJsBuffers, externalBuffers, pendingExports };
 }
 

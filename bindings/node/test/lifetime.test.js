@@ -6,12 +6,12 @@ const test = require('node:test');
 const assert = require('node:assert/strict');
 const { dlbridge, collect, liveCounts, assertReleases, assertThrowsCode, gcWatcher } = require('./helpers');
 
-const { fromTypedArray, empty, importPointer, addressOf, _debug } = dlbridge;
+const { fromTypedArray, empty, importPointer, addressOf, diagnostics, _testHooks } = dlbridge;
 
 test('10k tensors of every origin are all released after gc()', async () => {
   await collect();
   const before = liveCounts();
-  const releasedBefore = _debug.counts().releasedTensors;
+  const releasedBefore = diagnostics().releasedTensors;
   const N = 10_000;
   (() => {
     for (let i = 0; i < N; i++) {
@@ -26,7 +26,7 @@ test('10k tensors of every origin are all released after gc()', async () => {
           importPointer(empty([4], 'uint8').exportPointer()).toTypedArray();
           break;
         default: // an anonymous (foreign-style) export: validated, wrapped, deleter on drop
-          importPointer(_debug.exportAnonymous(fromTypedArray(new Int16Array(8)))).toTypedArray();
+          importPointer(_testHooks.exportAnonymous(fromTypedArray(new Int16Array(8)))).toTypedArray();
       }
     }
   })();
@@ -35,14 +35,14 @@ test('10k tensors of every origin are all released after gc()', async () => {
   await collect(60);
   assert.deepEqual(liveCounts(), before);
   // One release per tensor, plus one per foreign wrapper (a quarter of them).
-  assert.equal(_debug.counts().releasedTensors - releasedBefore, N + N / 4);
+  assert.equal(diagnostics().releasedTensors - releasedBefore, N + N / 4);
 });
 
 test('a foreign producer\'s deleter runs exactly once, when the last view is collected', async () => {
   await assertReleases(async () => {
     const base = liveCounts();
     let view = (() => {
-      const address = _debug.exportAnonymous(empty([8], 'float64'));
+      const address = _testHooks.exportAnonymous(empty([8], 'float64'));
       assert.equal(liveCounts().pendingExports, base.pendingExports + 1);
       return importPointer(address).toTypedArray();
     })();

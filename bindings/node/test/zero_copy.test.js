@@ -6,7 +6,7 @@ const test = require('node:test');
 const assert = require('node:assert/strict');
 const { dlbridge, collect } = require('./helpers');
 
-const { fromTypedArray, empty, arange, importPointer, addressOf, _debug } = dlbridge;
+const { fromTypedArray, empty, arange, importPointer, addressOf, _testHooks } = dlbridge;
 
 test('a tensor is the typed array memory: same address, writes visible both ways', () => {
   const array = new Float32Array([1, 2, 3, 4, 5, 6]);
@@ -77,7 +77,7 @@ test('every view of one memory block shares one ArrayBuffer', () => {
 test('a synchronous loop re-importing one block views it in place, across collections', () => {
   const tensor = empty([256], 'float32');
   for (let i = 0; i < 3000; i++) {
-    const again = importPointer(_debug.exportAnonymous(tensor));
+    const again = importPointer(_testHooks.exportAnonymous(tensor));
     const view = again.toTypedArray();
     assert.equal(again.copied, false);
     assert.equal(addressOf(view), tensor.dataPtr);

@@ -413,8 +413,9 @@ fn parse_scalar(name: &str) -> Option<DataType> {
 ///
 /// # Safety
 /// `Self` must be a plain-old-data type whose size is `DTYPE.itemsize()` and for which every
-/// bit pattern that a producer of `DTYPE` may write is a valid value (`bool` is the exception
-/// the DLPack spec itself makes: producers only write 0 or 1).
+/// bit pattern that a producer of `DTYPE` may write is a valid value. `bool` is the one
+/// exception: the core checks every `bool` element it lends as a Rust `bool` (0 or 1, else
+/// [`Error::InvalidBool`]; see [`TensorView::check_values`](crate::TensorView::check_values)).
 pub unsafe trait Element: Copy + Send + Sync + 'static {
     /// The DLPack data type of `Self`.
     const DTYPE: DataType;

@@ -113,6 +113,14 @@ pub enum Error {
     /// The tensor is read-only and the operation would hand out writable memory.
     #[error("tensor is read-only")]
     ReadOnly,
+    /// A `bool` element holds a byte other than 0 or 1, so it cannot be read as a Rust `bool`.
+    #[error("bool element at index {index:?} holds byte {byte:#04x}; only 0 and 1 are booleans")]
+    InvalidBool {
+        /// The element's index, one entry per dimension.
+        index: Vec<usize>,
+        /// The byte found there.
+        byte: u8,
+    },
     /// A name (dtype, device, order) could not be parsed.
     #[error("unknown {what} name {name:?}")]
     UnknownName {

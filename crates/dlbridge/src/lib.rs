@@ -27,6 +27,7 @@
 //! assert_eq!(t.view().to_vec::<f32>().unwrap(), [0., 1., 2., 3., 4., 5.]);
 //! ```
 
+mod bool_values;
 pub mod buffer;
 pub mod copy;
 pub mod device;

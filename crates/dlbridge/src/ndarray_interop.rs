@@ -56,6 +56,7 @@ fn geometry<T: Element>(view: &TensorView<'_>, writable: bool) -> Result<Geometr
     if writable && view.is_read_only() {
         return Err(Error::ReadOnly);
     }
+    view.check_values::<T>()?;
     // Validated shapes fit in isize, so every dimension fits in usize.
     let shape: Vec<usize> = view.shape().iter().map(|&d| d as usize).collect();
     if view.size() == 0 {

@@ -174,6 +174,7 @@ impl<'a> TensorView<'a> {
         if self.size() == 0 {
             return Ok(&[]);
         }
+        self.check_values::<T>()?;
         // SAFETY: host memory, compact C order, so the `size()` elements start at `data` and are
         // readable for 'a (TensorView invariant); `T` matches the dtype (Element contract).
         // Alignment is checked by `slice::from_raw_parts`'s debug assertions; producers align
@@ -197,8 +198,18 @@ impl<'a> TensorView<'a> {
             .zip(self.strides)
             .map(|(&i, &s)| i as isize * s as isize)
             .sum();
+        if T::DTYPE == DataType::BOOL {
+            let byte = self.bool_byte(index);
+            if byte > 1 {
+                return Err(Error::InvalidBool {
+                    index: index.to_vec(),
+                    byte,
+                });
+            }
+        }
         // SAFETY: the index is in bounds, so the element lies inside the validated byte span,
-        // which is readable host memory for 'a; unaligned reads are allowed.
+        // which is readable host memory for 'a; unaligned reads are allowed; a bool's byte was
+        // checked to be 0 or 1 above.
         Ok(unsafe { (self.data as *const T).offset(offset).read_unaligned() })
     }
 

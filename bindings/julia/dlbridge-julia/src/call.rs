@@ -27,6 +27,11 @@ pub enum Argument<'a> {
     /// the tensor is dropped (its owner released) once Julia no longer references the array.
     /// Read-only tensors are refused (Julia arrays are always writable).
     Tensor(Tensor),
+    /// A tensor seen in Julia in its own dimension order: `DLBridge.wrap(t; order = :permuted)`,
+    /// a `PermutedDimsArray` over the same memory (a row-major 2×3 tensor is a 2×3 array whose
+    /// `x[i, j]` is the tensor's element `[i, j]`). Shared, kept alive and refused as
+    /// [`Argument::Tensor`] is.
+    Permuted(Tensor),
     /// A `Float64`.
     Float(f64),
     /// An `Int64`.
@@ -157,25 +162,30 @@ impl Julia {
             )));
         }
         let mut exports = Exports(Vec::new());
-        let mut mask = 0u64;
-        for (i, arg) in args.iter().enumerate() {
-            if matches!(arg, Argument::Tensor(_)) {
-                mask |= 1 << i;
-            }
-        }
+        // Bit i of `mask` marks argument i as a tensor, bit i of `permuted` as a permuted one.
+        let (mut mask, mut permuted) = (0u64, 0u64);
         let mut scalars = Vec::with_capacity(args.len());
-        for arg in args {
+        for (i, arg) in args.into_iter().enumerate() {
             match arg {
-                Argument::Tensor(t) => exports.0.push(to_versioned(t, Flags::empty())),
+                Argument::Tensor(t) => {
+                    mask |= 1 << i;
+                    exports.0.push(to_versioned(t, Flags::empty()));
+                }
+                Argument::Permuted(t) => {
+                    mask |= 1 << i;
+                    permuted |= 1 << i;
+                    exports.0.push(to_versioned(t, Flags::empty()));
+                }
                 other => scalars.push(other),
             }
         }
         self.with_runtime(|runtime| {
             runtime.dynamic_frame(|global, frame| {
                 let glue = embedded_module(global)?;
-                let mut values = Vec::with_capacity(scalars.len() + exports.0.len() + 2);
+                let mut values = Vec::with_capacity(scalars.len() + exports.0.len() + 3);
                 values.push(Value::new(frame, function)?);
                 values.push(Value::new(frame, mask)?);
+                values.push(Value::new(frame, permuted)?);
                 let (mut tensors, mut scalars) = (exports.0.iter(), scalars.iter());
                 for i in 0..(exports.0.len() + scalars.len()) {
                     let value = if mask & (1 << i) != 0 {
@@ -187,7 +197,9 @@ impl Julia {
                             Argument::Int(x) => Value::new(frame, *x)?,
                             Argument::Bool(x) => Value::new(frame, *x)?,
                             Argument::Str(s) => Value::new(frame, s.as_ref())?,
-                            Argument::Tensor(_) => unreachable!("tensors are marked"),
+                            Argument::Tensor(_) | Argument::Permuted(_) => {
+                                unreachable!("tensors are marked")
+                            }
                         }
                     };
                     values.push(value);

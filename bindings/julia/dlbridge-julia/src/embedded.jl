@@ -22,10 +22,14 @@ const FUNCTIONS = Dict{String,Any}()
 # `finalize(t)` would do the same, but it searches every registered finalizer: O(live objects).
 drop_reference(t::DLBridge.Tensor) = DLBridge.release_handle!(t)
 
+# The `order` of `DLBridge.wrap` for argument `i`: bit `i - 1` of `permuted` asks for the
+# tensor's own dimension order (a PermutedDimsArray), else dims are reversed (an Array).
+order(permuted::UInt64, i) = (permuted >> (i - 1)) & 1 == 1 ? :permuted : :reversed
+
 # Owns the managed tensors of a call's arguments: bit `i - 1` of `mask` marks `args[i]` as a
 # `Ptr{Cvoid}` to a DLManagedTensorVersioned whose ownership passes to DLBridge here. Every
 # marked pointer is imported (so its deleter runs exactly once) before the first error is thrown.
-function import_arguments(mask::UInt64, args::Vector{Any})
+function import_arguments(mask::UInt64, permuted::UInt64, args::Vector{Any})
     tensors = Vector{Any}(nothing, length(args))
     failure = nothing
     for i in eachindex(args)
@@ -42,7 +46,7 @@ function import_arguments(mask::UInt64, args::Vector{Any})
         for i in eachindex(args)
             tensors[i] === nothing && continue
             try
-                converted[i] = DLBridge.wrap(tensors[i])
+                converted[i] = DLBridge.wrap(tensors[i]; order = order(permuted, i))
             catch e
                 failure = e
                 break
@@ -88,16 +92,16 @@ function release_exports(values)
     end
 end
 
-function call(name::String, mask::UInt64, args...)
-    return apply(name, import_arguments(mask, Any[args...])...)
+function call(name::String, mask::UInt64, permuted::UInt64, args...)
+    return apply(name, import_arguments(mask, permuted, Any[args...])...)
 end
 
 # One tensor argument, the common case: imported and wrapped without the argument vectors.
-function call(name::String, mask::UInt64, p::Ptr{Cvoid})
-    mask == 1 || return apply(name, import_arguments(mask, Any[p])...)
+function call(name::String, mask::UInt64, permuted::UInt64, p::Ptr{Cvoid})
+    mask == 1 || return apply(name, import_arguments(mask, permuted, Any[p])...)
     t = DLBridge.import_tensor(Ptr{DLBridge.DLManagedTensorVersioned}(p))
     x = try
-        DLBridge.wrap(t)
+        permuted == 0 ? DLBridge.wrap(t) : DLBridge.wrap(t; order = :permuted)
     finally
         drop_reference(t)  # the array holds its own reference (or, after a failure, nothing does)
     end

@@ -91,6 +91,31 @@ fn row_major_arrives_with_reversed_dims(julia: &Julia) {
     assert_eq!(drops.load(Ordering::SeqCst), 1);
 }
 
+fn permuted_arrives_in_its_own_order(julia: &Julia) {
+    let (t, drops) = counted((0..6).map(f64::from).collect(), &[2, 3]);
+    let address = t.data_ptr() as i64;
+    let out = julia
+        .call(
+            "x -> (x isa PermutedDimsArray, size(x), x[2, 1], x[1, 3], Int(UInt(pointer(parent(x)))))",
+            [Argument::Permuted(t)],
+        )
+        .unwrap();
+    let Output::Tuple(items) = out else {
+        panic!("expected a tuple, got {out:?}");
+    };
+    match items.as_slice() {
+        [Output::Bool(true), Output::Tuple(size), Output::Float(a), Output::Float(b), Output::Int(p)] =>
+        {
+            assert!(matches!(size.as_slice(), [Output::Int(2), Output::Int(3)]));
+            assert_eq!((*a, *b), (3.0, 2.0), "x[i, j] == T[i, j]");
+            assert_eq!(*p, address, "a view of the tensor's memory");
+        }
+        other => panic!("unexpected tuple {other:?}"),
+    }
+    collect_garbage(julia);
+    assert_eq!(drops.load(Ordering::SeqCst), 1, "released once");
+}
+
 fn julia_array_comes_back_zero_copy_and_kept_alive(julia: &Julia) {
     julia
         .eval(
@@ -263,11 +288,15 @@ type Case = (&'static str, fn(&Julia));
 fn main() {
     let julia = Julia::start().expect("Julia starts");
     Julia::start().expect("a second start on the same thread is a handle");
-    let cases: [Case; 9] = [
+    let cases: [Case; 10] = [
         ("scale_in_place_shares_memory", scale_in_place_shares_memory),
         (
             "row_major_arrives_with_reversed_dims",
             row_major_arrives_with_reversed_dims,
+        ),
+        (
+            "permuted_arrives_in_its_own_order",
+            permuted_arrives_in_its_own_order,
         ),
         (
             "julia_array_comes_back_zero_copy_and_kept_alive",

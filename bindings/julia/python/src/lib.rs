@@ -39,6 +39,32 @@ impl JuliaValue {
     }
 }
 
+/// A tensor argument to be seen in Julia in its own dimension order (`permuted(x)`).
+#[pyclass(module = "dlbridge.julia", frozen)]
+struct Permuted {
+    /// The DLPack producer (or capsule) to pass.
+    tensor: Py<PyAny>,
+}
+
+#[pymethods]
+impl Permuted {
+    fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
+        Ok(format!("permuted({})", self.tensor.bind(py).repr()?))
+    }
+}
+
+/// permuted(x, /)
+/// --
+///
+/// Marks the tensor `x` (any DLPack producer or capsule) for `call`: Julia sees it in its own
+/// dimension order, as `DLBridge.wrap(t; order = :permuted)` gives it (a `PermutedDimsArray`
+/// over the same memory: for a row-major 2×3 tensor, a 2×3 array whose `x[i, j]` is the
+/// tensor's `[i, j]`), instead of the column-major `Array` with reversed dimensions.
+#[pyfunction]
+fn permuted(x: Bound<'_, PyAny>) -> Permuted {
+    Permuted { tensor: x.unbind() }
+}
+
 /// The `dlbridge` module's `from_dlpack`, looked up once.
 fn from_dlpack(py: Python<'_>) -> PyResult<&Bound<'_, PyAny>> {
     static FROM_DLPACK: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
@@ -154,6 +180,16 @@ fn to_argument(obj: &Bound<'_, PyAny>) -> PyResult<Argument<'static>> {
     if obj.is_instance_of::<PyCapsule>() || obj.hasattr(intern!(obj.py(), "__dlpack__"))? {
         return Ok(Argument::Tensor(take_tensor(obj)?));
     }
+    if let Ok(marked) = obj.cast::<Permuted>() {
+        let tensor = marked.get().tensor.bind(obj.py());
+        return match to_argument(tensor)? {
+            Argument::Tensor(t) => Ok(Argument::Permuted(t)),
+            _ => Err(PyTypeError::new_err(format!(
+                "permuted() takes a DLPack tensor, not a {}",
+                tensor.get_type().name()?
+            ))),
+        };
+    }
     Err(PyTypeError::new_err(format!(
         "cannot pass a {} to Julia: expected a DLPack tensor (an object with __dlpack__ \
          or a DLPack capsule), bool, int, float or str",
@@ -210,8 +246,9 @@ fn eval(py: Python<'_>, code: &str) -> PyResult<Py<PyAny>> {
 ///
 /// Calls the Julia function named `function` (such as "scale!" or "Base.sum") with `args`:
 /// DLPack tensors (numpy, torch, jax, dlbridge, ...) arrive as Julia arrays over the same memory
-/// (dimensions reversed for row-major data; read-only tensors are refused), bool, int, float
-/// and str as Julia's Bool, Int64, Float64 and String. Returns what `eval` returns.
+/// (dimensions reversed for row-major data, or in their own order through `permuted(x)`;
+/// read-only tensors are refused), bool, int, float and str as Julia's Bool, Int64, Float64 and
+/// String. Returns what `eval` returns.
 #[pyfunction(signature = (function, /, *args))]
 fn call(py: Python<'_>, function: &str, args: &Bound<'_, PyTuple>) -> PyResult<Py<PyAny>> {
     let julia = julia()?;
@@ -228,7 +265,9 @@ fn call(py: Python<'_>, function: &str, args: &Bound<'_, PyTuple>) -> PyResult<P
 fn _julia(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(eval, m)?)?;
     m.add_function(wrap_pyfunction!(call, m)?)?;
+    m.add_function(wrap_pyfunction!(permuted, m)?)?;
     m.add_class::<JuliaValue>()?;
+    m.add_class::<Permuted>()?;
     m.add("JuliaError", m.py().get_type::<JuliaError>())?;
     Ok(())
 }

@@ -68,6 +68,23 @@ def test_row_major_arrives_with_reversed_dims():
     assert jl.call("x -> (size(x), x[3, 1], eltype(x))", a)[:2] == ((3, 2), 2)
 
 
+def test_permuted_arrives_in_its_own_order_over_the_same_memory():
+    a = np.arange(6.0).reshape(2, 3)
+    size, x21, x13, address = jl.call(
+        "x -> (size(x), x[2, 1], x[1, 3], Int(UInt(pointer(parent(x)))))", jl.permuted(a)
+    )
+    assert (size, x21, x13) == ((2, 3), a[1, 0], a[0, 2])
+    assert address == np_ptr(a)
+    t = torch.arange(6, dtype=torch.float32).reshape(2, 3)
+    jl.call("x -> (x[2, 1] = 42; nothing)", jl.permuted(t))
+    assert t[1, 0].item() == 42.0
+
+
+def test_permuted_takes_only_tensors():
+    with pytest.raises(TypeError, match="permuted\\(\\) takes a DLPack tensor, not a float"):
+        jl.call("identity", jl.permuted(1.5))
+
+
 def test_torch_tensor_is_shared():
     t = torch.arange(4, dtype=torch.float32)
     y = jl.call("scale!", t, 3.0)

@@ -11,7 +11,9 @@
 // named by DLBRIDGE_MATRIX_GUEST_<GUEST> (tests/matrix/agents/c/guest.h) with koffi (installed
 // from this folder's package.json by scripts/test-matrix.sh): `out` hands `exportPointer()` to
 // the guest, `in` imports the guest's export with `importPointer`. Pointers cross koffi as
-// `uintptr_t` (the same C ABI as a pointer), so they stay BigInts on this side.
+// `uintptr_t` (the same C ABI as a pointer), so they stay BigInts on this side. With
+// DLBRIDGE_MATRIX_GUEST_RUST_NAPI set, `host rust` loads the Rust guest's napi-rs addon instead
+// (`napiGuest`), and tensors cross as its arguments and results.
 //
 // Lifetimes: V8 keeps an async function's locals (block-scoped ones too) alive across `await`,
 // so every tensor and typed array is made and checked in synchronous helpers, and the ones that
@@ -22,7 +24,7 @@ const readline = require('node:readline');
 const { setImmediate: nextTurn } = require('node:timers/promises');
 const dlbridge = require('../../../../bindings/node');
 
-const { fromTypedArray, importPointer, toShared, fromShared, addressOf, _debug } = dlbridge;
+const { fromTypedArray, fromTensorObject, importPointer, toShared, fromShared, addressOf, diagnostics } = dlbridge;
 
 // ---------------------------------------------------------------------------------------------
 // dtypes: the typed array of the producer's memory, its `dtype` option, elements per tensor
@@ -232,7 +234,7 @@ async function collect(rounds = 30) {
   for (let i = 0; i < rounds; i++) {
     global.gc();
     await nextTurn();
-    const now = JSON.stringify(_debug.counts());
+    const now = JSON.stringify(diagnostics());
     if (now === last && i >= 3) return;
     last = now;
   }
@@ -240,7 +242,7 @@ async function collect(rounds = 30) {
 
 /** Counts relative to `base`: every field of now − base. */
 function delta(base) {
-  const now = _debug.counts();
+  const now = diagnostics();
   const out = {};
   for (const key of Object.keys(now)) out[key] = now[key] - base[key];
   return out;
@@ -280,7 +282,7 @@ function selfStart({ dtypeName, spec, layout, layoutName }) {
   const state = { array: makeProducerArray(spec, layout), producer: null, imported: null };
   state.producer = makeProducerTensor(spec, layout, state.array);
   const n = product(layout.shape);
-  const before = _debug.counts();
+  const before = diagnostics();
   const pointer = state.producer.exportPointer();
   check(typeof pointer === 'bigint' && pointer !== 0n, `exportPointer returned ${pointer}`);
   state.imported = importPointer(pointer);
@@ -350,7 +352,7 @@ function selfStart({ dtypeName, spec, layout, layoutName }) {
 async function selfCase(words) {
   const kase = caseOf(words);
   await collect();
-  const base = _debug.counts();
+  const base = diagnostics();
   const { state, n, address } = selfStart(kase);
   // Drop the producer's Tensor object (its array stays with the test): the import alone holds
   // the memory now, so nothing may be released yet.
@@ -390,7 +392,7 @@ function discard(handle) {
 async function produceCase(words) {
   const kase = caseOf(words);
   await collect();
-  const base = _debug.counts();
+  const base = diagnostics();
   const state = produceStart(kase);
   try {
     // toShared keeps no reference: only our own tensor holds the producer's memory.
@@ -436,7 +438,7 @@ async function consumeCase(words) {
   if (words.length !== 3) throw new CheckFailed(`consume needs DTYPE LAYOUT HANDLE, got ${words.length} words`);
   const kase = caseOf(words);
   await collect();
-  const base = _debug.counts();
+  const base = diagnostics();
   const n = consumeCheck(kase, words[2]);
   await collect();
   checkAllReleased(base, 1, 'after dropping the consumed tensor');
@@ -451,8 +453,55 @@ const guests = new Map();
 
 class Unsupported extends Error {}
 
+/**
+ * The Rust guest as a napi-rs addon on dlbridge-napi (tests/matrix/agents/rust/napi-guest),
+ * loaded from $DLBRIDGE_MATRIX_GUEST_RUST_NAPI, behind the guest library's interface. Tensors
+ * cross as a Node addon's users pass them (`handsObjects`): the producer's dlbridge `Tensor`
+ * itself goes out as the addon's `JsTensor` argument, and the addon's `TensorObject` result
+ * comes back, which `fromTensorObject` makes a `Tensor` over the Rust memory. A thrown error
+ * becomes the guest ABI's `fail`.
+ */
+function napiGuest(name, file) {
+  const module = { exports: {} };
+  process.dlopen(module, file);
+  const addon = module.exports;
+  let message = '';
+  let produced = null;
+  const reply = (call) => {
+    try {
+      const result = call();
+      message = `ok ${result ?? ''}`;
+      return 0;
+    } catch (error) {
+      message = `fail ${error.message.replace(/^check failed: /, '')}`;
+      return 1;
+    }
+  };
+  return {
+    name,
+    handsObjects: true,
+    produce: (dtype, layout) => reply(() => {
+      produced = addon.produce(dtype, layout);
+    }),
+    /** The tensor object of the last produce, handed over once (so nothing here keeps it). */
+    produced: () => {
+      const object = produced;
+      produced = null;
+      return object;
+    },
+    producedElement0: () => addon.producedElement0(),
+    checkWritten: () => reply(() => addon.checkWritten()),
+    checkReleased: () => reply(() => addon.checkReleased()),
+    consume: (dtype, layout, tensor, element0) => reply(() => addon.consume(dtype, layout, tensor, element0)),
+    drop: () => reply(() => addon.dropImport()),
+    message: () => message,
+  };
+}
+
 /** The guest library of runtime `name`, loaded once. */
 function guestLibrary(name) {
+  const napiFile = name === 'rust' ? process.env.DLBRIDGE_MATRIX_GUEST_RUST_NAPI : undefined;
+  if (napiFile && !guests.has(name)) guests.set(name, napiGuest(name, napiFile));
   if (!guests.has(name)) {
     const variable = `DLBRIDGE_MATRIX_GUEST_${name.toUpperCase()}`;
     const path = process.env[variable];
@@ -488,8 +537,8 @@ function guestResult(g, status) {
 function hostOutStart(g, { dtypeName, spec, layout, layoutName }) {
   const state = { array: makeProducerArray(spec, layout), producer: null };
   state.producer = makeProducerTensor(spec, layout, state.array);
-  const pointer = state.producer.exportPointer();
-  state.answer = guestResult(g, g.consume(dtypeName, layoutName, pointer, state.producer.dataPtr));
+  const source = g.handsObjects ? state.producer : state.producer.exportPointer();
+  state.answer = guestResult(g, g.consume(dtypeName, layoutName, source, state.producer.dataPtr));
   state.producer = null;
   return state;
 }
@@ -508,7 +557,7 @@ function hostOutCheckWritten(g, { spec, layout }, state) {
 
 async function hostOut(g, kase) {
   await collect();
-  const base = _debug.counts();
+  const base = diagnostics();
   const state = hostOutStart(g, kase);
   let problem = null;
   try {
@@ -530,10 +579,14 @@ async function hostOut(g, kase) {
 
 /** `in`, part 1: imports the guest's export, checks it in place, writes the sentinel. */
 function hostInImport({ dtypeName, spec, layout }, g, state) {
-  const pointer = BigInt(g.produced());
   const element0Address = BigInt(g.producedElement0());
-  check(pointer !== 0n, `${g.name} produced no export`);
-  state.imported = importPointer(pointer);
+  if (g.handsObjects) {
+    state.imported = fromTensorObject(g.produced());
+  } else {
+    const pointer = BigInt(g.produced());
+    check(pointer !== 0n, `${g.name} produced no export`);
+    state.imported = importPointer(pointer);
+  }
   const u = state.imported;
   const n = product(layout.shape);
   check(fmt(u.shape) === fmt(layout.shape), `import shape ${fmt(u.shape)}, expected ${fmt(layout.shape)}`);

@@ -10,6 +10,9 @@
 array([0., 2., 4.])
 >>> np.from_dlpack(y).ctypes.data == a.ctypes.data
 True
+>>> m = np.arange(6.0).reshape(2, 3)
+>>> jl.call("size", m), jl.call("size", jl.permuted(m))   # reversed, or the tensor's own order
+((3, 2), (2, 3))
 
 Julia starts on the first `eval` or `call`, on the calling thread, and is used from that thread
 only (another thread gets a RuntimeError). Julia's exceptions raise `JuliaError` with Julia's
@@ -17,6 +20,6 @@ message. Julia does not take over the process's signals: Ctrl-C raises KeyboardI
 usual (once the running Julia call has returned).
 """
 
-from ._julia import JuliaError, JuliaValue, call, eval
+from ._julia import JuliaError, JuliaValue, Permuted, call, eval, permuted
 
-__all__ = ["JuliaError", "JuliaValue", "call", "eval"]
+__all__ = ["JuliaError", "JuliaValue", "Permuted", "call", "eval", "permuted"]

@@ -13,6 +13,14 @@ class JuliaValue:
     def summary(self) -> str:
         """Julia's `summary` of the value, such as `"typeof(sin)"`."""
 
+@final
+class Permuted:
+    """A tensor argument marked by `permuted`: Julia sees it in its own dimension order."""
+
+def permuted(x: Any, /) -> Permuted:
+    """Marks the DLPack tensor `x` for `call`: Julia sees a PermutedDimsArray in the tensor's own
+    dimension order (over the same memory) instead of an Array with reversed dimensions."""
+
 def eval(code: str) -> Any:
     """Evaluates Julia code in `Main` and returns its value converted to Python."""
 

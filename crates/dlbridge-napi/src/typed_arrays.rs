@@ -19,27 +19,38 @@
 use dlbridge::{DataType, DataTypeCode};
 use napi::sys;
 
-use crate::errors::{Failure, Outcome};
+use crate::error::{Error, Result};
 
 /// The typed-array classes (Uint8ClampedArray is read as uint8, and never produced).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum ArrayKind {
+pub enum ArrayKind {
+    /// `Int8Array`.
     Int8,
+    /// `Uint8Array`.
     Uint8,
+    /// `Uint8ClampedArray` (read as uint8).
     Uint8Clamped,
+    /// `Int16Array`.
     Int16,
+    /// `Uint16Array`.
     Uint16,
+    /// `Int32Array`.
     Int32,
+    /// `Uint32Array`.
     Uint32,
+    /// `Float32Array`.
     Float32,
+    /// `Float64Array`.
     Float64,
+    /// `BigInt64Array`.
     BigInt64,
+    /// `BigUint64Array`.
     BigUint64,
 }
 
 impl ArrayKind {
     /// The class for a Node-API typed-array type.
-    pub(crate) fn from_napi(raw: sys::napi_typedarray_type) -> Option<ArrayKind> {
+    pub fn from_napi(raw: sys::napi_typedarray_type) -> Option<ArrayKind> {
         use sys::TypedarrayType as T;
         Some(match raw {
             T::int8_array => ArrayKind::Int8,
@@ -58,7 +69,7 @@ impl ArrayKind {
     }
 
     /// The Node-API typed-array type.
-    pub(crate) fn to_napi(self) -> sys::napi_typedarray_type {
+    pub fn to_napi(self) -> sys::napi_typedarray_type {
         use sys::TypedarrayType as T;
         match self {
             ArrayKind::Int8 => T::int8_array,
@@ -76,12 +87,12 @@ impl ArrayKind {
     }
 
     /// The class name, for messages.
-    pub(crate) fn name(self) -> &'static str {
+    pub fn name(self) -> &'static str {
         self.constructor_name().to_str().unwrap_or("TypedArray")
     }
 
     /// The global constructor's name, NUL-terminated.
-    pub(crate) fn constructor_name(self) -> &'static std::ffi::CStr {
+    pub fn constructor_name(self) -> &'static std::ffi::CStr {
         match self {
             ArrayKind::Int8 => c"Int8Array",
             ArrayKind::Uint8 => c"Uint8Array",
@@ -98,7 +109,7 @@ impl ArrayKind {
     }
 
     /// Bytes per element.
-    pub(crate) fn element_size(self) -> usize {
+    pub fn element_size(self) -> usize {
         match self {
             ArrayKind::Int8 | ArrayKind::Uint8 | ArrayKind::Uint8Clamped => 1,
             ArrayKind::Int16 | ArrayKind::Uint16 => 2,
@@ -108,7 +119,7 @@ impl ArrayKind {
     }
 
     /// The dtype an array of this class holds when the caller names none.
-    pub(crate) fn natural_dtype(self) -> DataType {
+    pub fn natural_dtype(self) -> DataType {
         match self {
             ArrayKind::Int8 => DataType::I8,
             ArrayKind::Uint8 | ArrayKind::Uint8Clamped => DataType::U8,
@@ -124,7 +135,7 @@ impl ArrayKind {
     }
 
     /// The class as a dtype's view: Uint8ClampedArray reads as Uint8Array.
-    fn canonical(self) -> ArrayKind {
+    pub fn canonical(self) -> ArrayKind {
         match self {
             ArrayKind::Uint8Clamped => ArrayKind::Uint8,
             kind => kind,
@@ -134,7 +145,7 @@ impl ArrayKind {
 
 /// How a dtype looks in JavaScript.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct JsLayout {
+pub struct JsLayout {
     /// The typed-array class.
     pub kind: ArrayKind,
     /// Typed-array elements per tensor element.
@@ -167,9 +178,19 @@ fn scalar_layout(dtype: DataType, padded: bool) -> Option<(ArrayKind, usize)> {
 
 /// The typed array that views `dtype` (`padded`: the IS_SUBBYTE_TYPE_PADDED flag), or a
 /// `TypeError` naming the dtype.
-pub(crate) fn js_layout(dtype: DataType, padded: bool) -> Outcome<JsLayout> {
+///
+/// ```
+/// use dlbridge::DataType;
+/// use dlbridge_napi::typed_arrays::{js_layout, ArrayKind};
+///
+/// let layout = js_layout(DataType::C64, false)?;
+/// assert_eq!((layout.kind, layout.per_element), (ArrayKind::Float32, 2));
+/// assert_eq!(js_layout(DataType::BF16, false)?.kind, ArrayKind::Uint16);
+/// # Ok::<(), dlbridge_napi::Error>(())
+/// ```
+pub fn js_layout(dtype: DataType, padded: bool) -> Result<JsLayout> {
     let (kind, parts) = scalar_layout(dtype, padded).ok_or_else(|| {
-        Failure::type_error(
+        Error::type_error(
             "ERR_DLBRIDGE_NO_TYPED_ARRAY",
             format!("dtype {dtype} has no typed-array view (packed sub-byte elements)"),
         )
@@ -182,7 +203,18 @@ pub(crate) fn js_layout(dtype: DataType, padded: bool) -> Outcome<JsLayout> {
 
 /// The dtype for a typed array of `kind`: `requested` if given and viewed by that class
 /// (Uint16Array as "float16"/"bfloat16", Uint8Array as "bool", …), else the class's own.
-pub(crate) fn dtype_for(kind: ArrayKind, requested: Option<&str>) -> Outcome<(DataType, JsLayout)> {
+///
+/// ```
+/// use dlbridge::DataType;
+/// use dlbridge_napi::typed_arrays::{dtype_for, ArrayKind};
+///
+/// assert_eq!(dtype_for(ArrayKind::Uint16, Some("bfloat16"))?.0, DataType::BF16);
+/// assert_eq!(dtype_for(ArrayKind::Float64, None)?.0, DataType::F64);
+/// let err = dtype_for(ArrayKind::Float32, Some("int32")).unwrap_err();
+/// assert_eq!(err.code(), "ERR_DLBRIDGE_DTYPE_MISMATCH");
+/// # Ok::<(), dlbridge_napi::Error>(())
+/// ```
+pub fn dtype_for(kind: ArrayKind, requested: Option<&str>) -> Result<(DataType, JsLayout)> {
     let Some(name) = requested else {
         let dtype = kind.natural_dtype();
         return Ok((
@@ -193,10 +225,10 @@ pub(crate) fn dtype_for(kind: ArrayKind, requested: Option<&str>) -> Outcome<(Da
             },
         ));
     };
-    let dtype: DataType = name.parse().map_err(Failure::from)?;
+    let dtype: DataType = name.parse().map_err(Error::from)?;
     let layout = js_layout(dtype, false)?;
     if layout.kind != kind.canonical() {
-        return Err(Failure::type_error(
+        return Err(Error::type_error(
             "ERR_DLBRIDGE_DTYPE_MISMATCH",
             format!(
                 "dtype {dtype} is viewed as {}, so it cannot be read from a {}",

@@ -1,0 +1,43 @@
+//! Switches for the test suite, compiled only with the `test-hooks` feature (the build that
+//! scripts/test-node.sh makes), exposed as `_testHooks`.
+
+use napi::bindgen_prelude::{BigInt, Unknown};
+use napi::Env;
+use napi_derive::napi;
+
+use crate::arguments::Options;
+use crate::env_context::EnvContext;
+use crate::errors::OrThrow;
+use crate::node_api::Scope;
+use crate::pointer_io;
+use crate::tensor::Tensor;
+
+/// Makes this environment refuse external ArrayBuffers, as Electron's memory cage does, so
+/// that the copy fallback (`copied === true`) can be tested on stock Node.
+#[napi(namespace = "_testHooks")]
+pub fn forbid_external_buffers(env: Env, forbid: bool) -> napi::Result<()> {
+    EnvContext::of(Scope::new(&env))
+        .map(|context| context.set_forbid_external_buffers(forbid))
+        .or_throw(&env)
+}
+
+/// `tensor.exportPointer(options)`, except that the export is not remembered as ours:
+/// importing it takes the path of any foreign producer's tensor (validation, a wrapper whose
+/// drop calls the deleter).
+#[napi(namespace = "_testHooks")]
+pub fn export_anonymous(
+    env: &Env,
+    tensor: &Tensor,
+    options: Option<Unknown<'_>>,
+) -> napi::Result<BigInt> {
+    let scope = Scope::new(env);
+    Options::new(
+        scope,
+        options.as_ref(),
+        "exportAnonymous",
+        &["legacy", "unsafeIgnoreReadOnly"],
+    )
+    .and_then(|options| pointer_io::export_unremembered(scope, tensor.shared(), &options))
+    .map(|(address, _, _)| BigInt::from(address as u64))
+    .or_throw(env)
+}

@@ -1,0 +1,772 @@
+//! Tensor arguments for `#[napi]` functions: [`JsTensor`] (any dtype), [`JsTensorRef`] and
+//! [`JsTensorMut`] (typed, checked at extraction), from typed arrays and dlbridge `Tensor`
+//! objects.
+
+use std::fmt::Write as _;
+use std::marker::PhantomData;
+use std::ops::Deref;
+use std::ptr;
+
+use dlbridge::{
+    AsTensorView, DataType, Device, Element, Flags, ManagedTensor, Order, Tensor, TensorView,
+};
+use napi::bindgen_prelude::{
+    FromNapiValue, JsValue, TypeName, Unknown, ValidateNapiValue, ValueType,
+};
+use napi::sys;
+use ndarray::Dimension;
+use ndarray::{ArrayViewD, ArrayViewMutD};
+
+use crate::borrows::Borrow;
+use crate::error::{Error, Result};
+use crate::js_values::describe_value;
+use crate::tensor_handle::import_tensor_object;
+use crate::typed_arrays::{js_layout, ArrayKind};
+
+/// The `NDIM` of a typed argument that accepts any number of dimensions.
+pub const ANY_NDIM: usize = usize::MAX;
+
+/// Where an argument's memory comes from.
+enum Source {
+    /// A typed array's own memory, borrowed for the call.
+    Array {
+        data: *mut u8,
+        kind: ArrayKind,
+        /// Length in typed-array elements.
+        length: usize,
+        dtype: DataType,
+        /// `[shape, stride]` of the 1-d tensor.
+        dims: [i64; 2],
+    },
+    /// A dlbridge tensor object's export (its deleter runs when the argument drops).
+    Tensor(ManagedTensor),
+}
+
+/// A tensor argument of any dtype, device and layout, borrowed for the duration of a call:
+/// a typed array (as its own dtype: a `Float32Array` is float32, a `BigInt64Array` int64, …) or a
+/// dlbridge `Tensor` object from the `dlbridge` package or any addon speaking the
+/// [tensor-object protocol](crate::tensor_handle).
+///
+/// Nothing is copied: [`data_ptr`](Self::data_ptr) is the typed array's own address (its
+/// `byteOffset` applied) or the tensor's. The memory is borrowed shared, like a
+/// [`JsTensorRef`]'s, so a [`JsTensorMut`] argument of the same call cannot overlap it. The
+/// value must not outlive the call that received it (napi-rs hands arguments over for the call
+/// only).
+///
+/// ```no_run
+/// use dlbridge_napi::JsTensor;
+/// use napi_derive::napi;
+///
+/// /// "float32 [2, 3]" for any tensor argument.
+/// #[napi]
+/// pub fn describe(x: JsTensor<'_>) -> String {
+///     format!("{} {:?}", x.dtype(), x.shape())
+/// }
+/// ```
+pub struct JsTensor<'env> {
+    env: sys::napi_env,
+    source: Source,
+    /// The borrow of the memory's byte range, for the argument's life (see `borrows`).
+    borrow: Option<Borrow>,
+    _call: PhantomData<&'env ()>,
+}
+
+impl<'env> JsTensor<'env> {
+    /// Reads `value` as argument conversion does, returning the error instead of throwing it
+    /// (for values taken as [`Unknown`], e.g. to try two kinds of argument).
+    pub fn new(value: &Unknown<'env>) -> Result<Self> {
+        let raw = value.value();
+        // SAFETY: an `Unknown<'env>` is a live value of the current call's environment.
+        let mut tensor = unsafe { JsTensor::import(raw.env, raw.value, None) }?;
+        tensor.borrow(false)?;
+        Ok(tensor)
+    }
+
+    /// Records the borrow of the memory (shared, or exclusive when `writable`), or fails with a
+    /// `RangeError` if another argument of the call borrows overlapping memory in a way that
+    /// excludes it.
+    fn borrow(&mut self, writable: bool) -> Result<()> {
+        let (start, end) = match &self.source {
+            // A typed array's bytes: `length` elements of its class from `data`.
+            Source::Array {
+                data, kind, length, ..
+            } => (
+                *data as usize,
+                *data as usize + length * kind.element_size(),
+            ),
+            Source::Tensor(managed) => {
+                let view = managed.view();
+                if !view.device().kind.is_host_accessible() {
+                    return Ok(());
+                }
+                let (base, span) = (view.data_ptr() as usize, view.byte_span());
+                (
+                    base.wrapping_add_signed(span.start),
+                    base.wrapping_add_signed(span.end),
+                )
+            }
+        };
+        if start == end {
+            return Ok(());
+        }
+        let borrow = Borrow::acquire(start, end, writable).map_err(|held| {
+            Error::range_error(
+                "ERR_DLBRIDGE_ALIASED",
+                format!(
+                    "{} overlaps memory that another argument borrows {held}; pass a copy",
+                    self.describe()
+                ),
+            )
+        })?;
+        self.borrow = Some(borrow);
+        Ok(())
+    }
+
+    /// Reads `value`: a typed array (as `want` if that dtype is viewed by the array's class, else
+    /// as the class's own dtype) or a tensor object.
+    ///
+    /// # Safety
+    /// `env` and `value` are live handles of the current call, on the environment's thread.
+    unsafe fn import(
+        env: sys::napi_env,
+        value: sys::napi_value,
+        want: Option<DataType>,
+    ) -> Result<Self> {
+        // SAFETY: the caller's contract.
+        let source = match unsafe { typed_array(env, value, want) } {
+            Some(source) => source,
+            // SAFETY: the caller's contract.
+            None => match unsafe { import_tensor_object(env, value) }? {
+                Some(managed) => Source::Tensor(managed),
+                None => {
+                    return Err(Error::type_error(
+                        "ERR_DLBRIDGE_INVALID_ARGUMENT",
+                        format!(
+                            "expected a typed array or a dlbridge Tensor, got {}",
+                            // SAFETY: the caller's contract.
+                            unsafe { describe_value(env, value) }
+                        ),
+                    ));
+                }
+            },
+        };
+        Ok(JsTensor {
+            env,
+            source,
+            borrow: None,
+            _call: PhantomData,
+        })
+    }
+
+    /// A view of the tensor's metadata and memory.
+    pub fn view(&self) -> TensorView<'_> {
+        match &self.source {
+            Source::Array {
+                data, dtype, dims, ..
+            } => {
+                // SAFETY: `length` elements of host memory that the typed array, a value of the
+                // current call, keeps alive for the call; the 1-d shape and unit stride describe
+                // exactly them (`dims[0]` whole dtype elements).
+                unsafe {
+                    TensorView::from_raw_parts(
+                        *data,
+                        &dims[..1],
+                        &dims[1..],
+                        *dtype,
+                        Device::CPU,
+                        Flags::empty(),
+                    )
+                }
+            }
+            Source::Tensor(managed) => managed.view(),
+        }
+    }
+
+    /// Dimension sizes.
+    pub fn shape(&self) -> &[i64] {
+        self.view().shape()
+    }
+
+    /// Strides in elements (negative for reversed axes).
+    pub fn strides(&self) -> &[i64] {
+        self.view().strides()
+    }
+
+    /// Number of dimensions.
+    pub fn ndim(&self) -> usize {
+        self.view().ndim()
+    }
+
+    /// Number of elements.
+    pub fn len(&self) -> usize {
+        self.view().size()
+    }
+
+    /// Whether the tensor has no elements.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Element type.
+    pub fn dtype(&self) -> DataType {
+        self.view().dtype()
+    }
+
+    /// Device of the memory.
+    pub fn device(&self) -> Device {
+        self.view().device()
+    }
+
+    /// Whether the producer forbids writing (a read-only dlbridge Tensor; typed arrays never).
+    pub fn is_read_only(&self) -> bool {
+        self.view().is_read_only()
+    }
+
+    /// Address of element 0.
+    pub fn data_ptr(&self) -> *mut u8 {
+        self.view().data_ptr()
+    }
+
+    /// The argument as an owned, `Send` [`Tensor`] that keeps the memory alive after the call
+    /// (the producer's deleter runs when it drops, on any thread), for tensor objects; a
+    /// `TypeError` for typed arrays, whose memory JavaScript owns and may reuse once the call
+    /// returns.
+    pub fn into_tensor(self) -> napi::Result<Tensor> {
+        drop(self.borrow);
+        match self.source {
+            Source::Tensor(managed) => Ok(Tensor::from_managed(managed)),
+            Source::Array { kind, length, .. } => {
+                let err = Error::type_error(
+                    "ERR_DLBRIDGE_INVALID_ARGUMENT",
+                    format!(
+                        "expected a tensor object to keep beyond the call, got a {} of length {length}",
+                        kind.name()
+                    ),
+                );
+                // SAFETY: `env` is the live environment of the call this argument belongs to.
+                Err(unsafe { err.to_napi_raw(self.env) })
+            }
+        }
+    }
+
+    /// Whether the argument is a typed array (not a tensor object).
+    pub fn is_typed_array(&self) -> bool {
+        matches!(self.source, Source::Array { .. })
+    }
+
+    /// The `napi::Error` to return for `err` (its JS class and code kept).
+    fn napi_error(&self, err: Error) -> napi::Error {
+        // SAFETY: `env` is the live environment of the call this argument belongs to.
+        unsafe { err.to_napi_raw(self.env) }
+    }
+
+    /// "a Float64Array (a float64 tensor of shape [3])", "a read-only float32 Tensor of shape
+    /// [2, 3] and strides [3, 1] on cpu:0": what the argument is, for messages.
+    fn describe(&self) -> String {
+        let view = self.view();
+        match &self.source {
+            Source::Array { kind, length, .. } => format!(
+                "a {} of length {length} (a {} tensor of shape {:?})",
+                kind.name(),
+                view.dtype(),
+                view.shape()
+            ),
+            Source::Tensor(_) => {
+                let mut text = String::from("a ");
+                if view.is_read_only() {
+                    text.push_str("read-only ");
+                }
+                let _ = write!(
+                    text,
+                    "{} Tensor of shape {:?} and strides {:?} on {}",
+                    view.dtype(),
+                    view.shape(),
+                    view.strides(),
+                    view.device()
+                );
+                text
+            }
+        }
+    }
+}
+
+/// The typed array `value` as a source, or `None` if it is not a typed array.
+///
+/// # Safety
+/// `env` and `value` are live handles of the current call.
+unsafe fn typed_array(
+    env: sys::napi_env,
+    value: sys::napi_value,
+    want: Option<DataType>,
+) -> Option<Source> {
+    let (mut raw_kind, mut length, mut data) = (0, 0, ptr::null_mut());
+    let (mut buffer, mut byte_offset) = (ptr::null_mut(), 0);
+    // SAFETY: live env and value; for anything but a typed array this fails with a status
+    // (no exception), which is how the common case costs one call.
+    let status = unsafe {
+        sys::napi_get_typedarray_info(
+            env,
+            value,
+            &mut raw_kind,
+            &mut length,
+            &mut data,
+            &mut buffer,
+            &mut byte_offset,
+        )
+    };
+    if status != sys::Status::napi_ok {
+        return None;
+    }
+    // Float16Array (Node 24+) and later kinds have no class of ours: read as not a tensor.
+    let kind = ArrayKind::from_napi(raw_kind)?;
+    let viewed_as_wanted = want
+        .and_then(|dtype| js_layout(dtype, false).ok().map(|layout| (dtype, layout)))
+        .filter(|(_, layout)| layout.kind == kind.canonical() && length % layout.per_element == 0);
+    let (dtype, elements) = match viewed_as_wanted {
+        Some((dtype, layout)) => (dtype, length / layout.per_element),
+        None => (kind.natural_dtype(), length),
+    };
+    Some(Source::Array {
+        data: data.cast(),
+        kind,
+        length,
+        dtype,
+        dims: [elements as i64, 1],
+    })
+}
+
+impl FromNapiValue for JsTensor<'_> {
+    unsafe fn from_napi_value(env: sys::napi_env, value: sys::napi_value) -> napi::Result<Self> {
+        // SAFETY: napi-rs converts arguments of the running call, on its thread.
+        let imported = unsafe { JsTensor::import(env, value, None) }.and_then(|mut tensor| {
+            tensor.borrow(false)?;
+            Ok(tensor)
+        });
+        // SAFETY: as above.
+        imported.map_err(|err| unsafe { err.throw_raw(env) })
+    }
+}
+
+impl TypeName for JsTensor<'_> {
+    fn type_name() -> &'static str {
+        "Tensor"
+    }
+
+    fn value_type() -> ValueType {
+        ValueType::Object
+    }
+}
+
+/// `#[napi(strict)]` functions: the conversion itself checks the argument, with errors that
+/// name it, so validation lets everything through to it.
+impl ValidateNapiValue for JsTensor<'_> {
+    unsafe fn validate(
+        _env: sys::napi_env,
+        _value: sys::napi_value,
+    ) -> napi::Result<sys::napi_value> {
+        Ok(ptr::null_mut())
+    }
+}
+
+/// What a typed argument demands, checked in this order at extraction.
+fn check<T: Element>(
+    tensor: &JsTensor<'_>,
+    ndim: usize,
+    c_contiguous: bool,
+    writable: bool,
+) -> Result<()> {
+    let view = tensor.view();
+    let expected = || {
+        let mut text = String::new();
+        if writable {
+            text.push_str("writable ");
+        }
+        if c_contiguous {
+            text.push_str("C-contiguous ");
+        }
+        if ndim != ANY_NDIM {
+            let _ = write!(text, "{ndim}-d ");
+        }
+        let _ = write!(text, "{} CPU tensor", T::DTYPE);
+        if let Ok(layout) = js_layout(T::DTYPE, false) {
+            let _ = write!(text, " (a {} or a dlbridge Tensor)", layout.kind.name());
+        }
+        text
+    };
+    let fail = |new: fn(&'static str, String) -> Error, code| {
+        Err(new(
+            code,
+            format!("expected a {}, got {}", expected(), tensor.describe()),
+        ))
+    };
+    if view.dtype() != T::DTYPE {
+        return fail(Error::type_error, "ERR_DLBRIDGE_DTYPE_MISMATCH");
+    }
+    if !view.device().kind.is_host_accessible() {
+        return fail(Error::type_error, "ERR_DLBRIDGE_NOT_ON_CPU");
+    }
+    if ndim != ANY_NDIM && view.ndim() != ndim {
+        return fail(Error::range_error, "ERR_DLBRIDGE_NDIM_MISMATCH");
+    }
+    if writable && view.is_read_only() {
+        return fail(Error::type_error, "ERR_DLBRIDGE_READ_ONLY");
+    }
+    if c_contiguous && !view.is_contiguous(Order::C) {
+        return fail(Error::range_error, "ERR_DLBRIDGE_NOT_CONTIGUOUS");
+    }
+    if view.size() > 0 && (view.data_ptr() as usize) % std::mem::align_of::<T>() != 0 {
+        return Err(Error::range_error(
+            "ERR_DLBRIDGE_MISALIGNED",
+            format!(
+                "expected a {}, got {} whose element 0 at {:p} is not aligned for {}",
+                expected(),
+                tensor.describe(),
+                view.data_ptr(),
+                T::DTYPE
+            ),
+        ));
+    }
+    if T::DTYPE == DataType::BOOL {
+        check_bools(&view)?;
+    }
+    Ok(())
+}
+
+/// Fails unless every byte of a bool tensor is 0 or 1: a `bool` with any other bit pattern is
+/// undefined behaviour in Rust, and a JS `Uint8Array` read as bool may hold anything.
+fn check_bools(view: &TensorView<'_>) -> Result<()> {
+    // SAFETY: the same memory and layout, read as the bytes they are (u8 has no invalid values).
+    let bytes = unsafe {
+        TensorView::from_raw_parts(
+            view.data_ptr(),
+            view.shape(),
+            view.strides(),
+            DataType::U8,
+            view.device(),
+            view.flags(),
+        )
+    };
+    let bytes = bytes.as_array::<u8>()?;
+    match bytes.indexed_iter().find(|(_, &b)| b > 1) {
+        Some((index, &byte)) => Err(dlbridge::Error::InvalidBool {
+            index: index.slice().to_vec(),
+            byte,
+        }
+        .into()),
+        None => Ok(()),
+    }
+}
+
+/// A checked, typed tensor argument, its memory borrowed.
+struct Typed<'env> {
+    tensor: JsTensor<'env>,
+}
+
+impl<'env> Typed<'env> {
+    /// # Safety
+    /// `env` and `value` are live handles of the current call, on the environment's thread.
+    unsafe fn extract<T: Element>(
+        env: sys::napi_env,
+        value: sys::napi_value,
+        ndim: usize,
+        c_contiguous: bool,
+        writable: bool,
+    ) -> Result<Self> {
+        // SAFETY: the caller's contract.
+        let mut tensor = unsafe { JsTensor::import(env, value, Some(T::DTYPE)) }?;
+        check::<T>(&tensor, ndim, c_contiguous, writable)?;
+        tensor.borrow(writable)?;
+        Ok(Typed { tensor })
+    }
+
+    fn as_slice<T: Element>(&self) -> napi::Result<&[T]> {
+        let view = self.tensor.view();
+        view.as_slice::<T>().map_err(|_| {
+            self.tensor.napi_error(Error::range_error(
+                "ERR_DLBRIDGE_NOT_CONTIGUOUS",
+                format!(
+                    "a slice needs a C-contiguous tensor, got {}",
+                    self.tensor.describe()
+                ),
+            ))
+        })
+    }
+
+    fn as_array<T: Element>(&self) -> napi::Result<ArrayViewD<'_, T>> {
+        self.tensor
+            .view()
+            .as_array::<T>()
+            .map_err(|err| self.tensor.napi_error(err.into()))
+    }
+
+    /// The element offset of `index`, or a RangeError naming it and the shape.
+    fn offset(&self, index: &[usize]) -> napi::Result<isize> {
+        let view = self.tensor.view();
+        if index.len() != view.ndim()
+            || index.iter().zip(view.shape()).any(|(&i, &d)| i as i64 >= d)
+        {
+            return Err(self.tensor.napi_error(Error::range_error(
+                "ERR_DLBRIDGE_INDEX_OUT_OF_BOUNDS",
+                format!(
+                    "index {index:?} is out of bounds for shape {:?}",
+                    view.shape()
+                ),
+            )));
+        }
+        Ok(index
+            .iter()
+            .zip(view.strides())
+            .map(|(&i, &s)| i as isize * s as isize)
+            .sum())
+    }
+
+    fn get<T: Element>(&self, index: &[usize]) -> napi::Result<T> {
+        let offset = self.offset(index)?;
+        // SAFETY: the index is in bounds, so the element lies in the validated span of host
+        // memory that lives as long as `self`; the dtype is T (checked at extraction).
+        Ok(unsafe {
+            (self.tensor.data_ptr() as *const T)
+                .offset(offset)
+                .read_unaligned()
+        })
+    }
+}
+
+/// A read-only tensor argument of element type `T` on the CPU, checked at extraction: dtype `T`
+/// (else `TypeError`), `NDIM` dimensions unless [`ANY_NDIM`] and C-contiguous when
+/// `C_CONTIGUOUS` (else `RangeError`). Error messages name what the argument actually is.
+///
+/// A typed array is read as `T` when its class views `T`'s dtype: a `Float32Array` as `f32`, a
+/// `Uint16Array` as `u16`, `half::f16` or `half::bf16`, a `Uint8Array` as `u8` or `bool`
+/// (every byte must be 0 or 1), a `Float32Array` of even length as `Complex32` pairs, a
+/// `BigInt64Array` as `i64`. A dlbridge `Tensor` must have dtype `T` itself.
+///
+/// ```no_run
+/// use dlbridge_napi::JsTensorRef;
+/// use napi_derive::napi;
+///
+/// /// Sum of a float64 tensor with any strides (a Float64Array or a dlbridge Tensor).
+/// #[napi]
+/// pub fn total(x: JsTensorRef<'_, f64>) -> napi::Result<f64> {
+///     Ok(x.as_array()?.sum())
+/// }
+/// ```
+pub struct JsTensorRef<
+    'env,
+    T: Element,
+    const NDIM: usize = ANY_NDIM,
+    const C_CONTIGUOUS: bool = false,
+> {
+    typed: Typed<'env>,
+    _element: PhantomData<T>,
+}
+
+impl<'env, T: Element, const NDIM: usize, const C: bool> JsTensorRef<'env, T, NDIM, C> {
+    /// Reads and checks `value` as argument conversion does, returning the error instead of
+    /// throwing it.
+    pub fn new(value: &Unknown<'env>) -> Result<Self> {
+        let raw = value.value();
+        // SAFETY: an `Unknown<'env>` is a live value of the current call's environment.
+        let typed = unsafe { Typed::extract::<T>(raw.env, raw.value, NDIM, C, false) }?;
+        Ok(JsTensorRef {
+            typed,
+            _element: PhantomData,
+        })
+    }
+
+    /// The elements as a slice, for C-contiguous tensors (always, when `C_CONTIGUOUS`);
+    /// `RangeError` naming the strides otherwise.
+    pub fn as_slice(&self) -> napi::Result<&[T]> {
+        self.typed.as_slice()
+    }
+
+    /// An ndarray view honouring the strides (negative and zero strides included).
+    pub fn as_array(&self) -> napi::Result<ArrayViewD<'_, T>> {
+        self.typed.as_array()
+    }
+
+    /// The element at `index` (one index per dimension); `RangeError` when out of bounds.
+    pub fn get(&self, index: &[usize]) -> napi::Result<T> {
+        self.typed.get(index)
+    }
+}
+
+impl<'env, T: Element, const NDIM: usize, const C: bool> Deref for JsTensorRef<'env, T, NDIM, C> {
+    type Target = JsTensor<'env>;
+
+    fn deref(&self) -> &JsTensor<'env> {
+        &self.typed.tensor
+    }
+}
+
+impl<T: Element, const NDIM: usize, const C: bool> FromNapiValue for JsTensorRef<'_, T, NDIM, C> {
+    unsafe fn from_napi_value(env: sys::napi_env, value: sys::napi_value) -> napi::Result<Self> {
+        // SAFETY: napi-rs converts arguments of the running call, on its thread.
+        let typed = unsafe { Typed::extract::<T>(env, value, NDIM, C, false) };
+        Ok(JsTensorRef {
+            // SAFETY: as above.
+            typed: typed.map_err(|err| unsafe { err.throw_raw(env) })?,
+            _element: PhantomData,
+        })
+    }
+}
+
+impl<T: Element, const NDIM: usize, const C: bool> TypeName for JsTensorRef<'_, T, NDIM, C> {
+    fn type_name() -> &'static str {
+        "Tensor"
+    }
+
+    fn value_type() -> ValueType {
+        ValueType::Object
+    }
+}
+
+/// As for [`JsTensor`]: the conversion checks the argument.
+impl<T: Element, const NDIM: usize, const C: bool> ValidateNapiValue
+    for JsTensorRef<'_, T, NDIM, C>
+{
+    unsafe fn validate(
+        _env: sys::napi_env,
+        _value: sys::napi_value,
+    ) -> napi::Result<sys::napi_value> {
+        Ok(ptr::null_mut())
+    }
+}
+
+/// A writable tensor argument of element type `T` on the CPU: the checks of [`JsTensorRef`],
+/// plus: read-only tensors are refused with a `TypeError` (never lent mutably), and the memory
+/// may not overlap another typed argument of the same call (`RangeError`), so `f(a, a)` cannot
+/// alias a `&mut [T]`.
+///
+/// ```no_run
+/// use dlbridge_napi::JsTensorMut;
+/// use napi_derive::napi;
+///
+/// /// Multiplies every element of a float32 tensor by `k`, in place, whatever its strides.
+/// #[napi]
+/// pub fn scale_(mut x: JsTensorMut<'_, f32>, k: f64) -> napi::Result<()> {
+///     x.as_array_mut()?.mapv_inplace(|v| v * k as f32);
+///     Ok(())
+/// }
+/// ```
+pub struct JsTensorMut<
+    'env,
+    T: Element,
+    const NDIM: usize = ANY_NDIM,
+    const C_CONTIGUOUS: bool = false,
+> {
+    typed: Typed<'env>,
+    _element: PhantomData<T>,
+}
+
+impl<'env, T: Element, const NDIM: usize, const C: bool> JsTensorMut<'env, T, NDIM, C> {
+    /// Reads and checks `value` as argument conversion does, returning the error instead of
+    /// throwing it.
+    pub fn new(value: &Unknown<'env>) -> Result<Self> {
+        let raw = value.value();
+        // SAFETY: an `Unknown<'env>` is a live value of the current call's environment.
+        let typed = unsafe { Typed::extract::<T>(raw.env, raw.value, NDIM, C, true) }?;
+        Ok(JsTensorMut {
+            typed,
+            _element: PhantomData,
+        })
+    }
+
+    /// The elements as a slice (C-contiguous tensors only, as [`JsTensorRef::as_slice`]).
+    pub fn as_slice(&self) -> napi::Result<&[T]> {
+        self.typed.as_slice()
+    }
+
+    /// The elements as a mutable slice (C-contiguous tensors only).
+    pub fn as_slice_mut(&mut self) -> napi::Result<&mut [T]> {
+        let len = self.typed.as_slice::<T>()?.len();
+        if len == 0 {
+            return Ok(&mut []);
+        }
+        let data = self.typed.tensor.data_ptr() as *mut T;
+        // SAFETY: C-contiguous host memory of `len` elements of T, aligned (checked at
+        // extraction), writable (not read-only), borrowed exclusively: `&mut self` here, and no
+        // other typed argument overlaps it (the borrow registry).
+        Ok(unsafe { std::slice::from_raw_parts_mut(data, len) })
+    }
+
+    /// An ndarray view honouring the strides.
+    pub fn as_array(&self) -> napi::Result<ArrayViewD<'_, T>> {
+        self.typed.as_array()
+    }
+
+    /// A mutable ndarray view honouring the strides; `RangeError` for broadcast (overlapping)
+    /// strides.
+    pub fn as_array_mut(&mut self) -> napi::Result<ArrayViewMutD<'_, T>> {
+        let view = self.typed.tensor.view();
+        // SAFETY: `&mut self` and the borrow registry make this the only view of the memory
+        // while the result lives; the memory is writable (checked at extraction).
+        unsafe { view.as_array_mut::<T>() }.map_err(|err| {
+            self.typed.tensor.napi_error(match err {
+                dlbridge::Error::UnsupportedLayout(message) => {
+                    Error::range_error("ERR_DLBRIDGE_UNSUPPORTED_LAYOUT", message)
+                }
+                other => other.into(),
+            })
+        })
+    }
+
+    /// The element at `index`; `RangeError` when out of bounds.
+    pub fn get(&self, index: &[usize]) -> napi::Result<T> {
+        self.typed.get(index)
+    }
+
+    /// Writes the element at `index`; `RangeError` when out of bounds.
+    pub fn set(&mut self, index: &[usize], value: T) -> napi::Result<()> {
+        let offset = self.typed.offset(index)?;
+        // SAFETY: in bounds, writable host memory of dtype T borrowed exclusively (as above).
+        unsafe {
+            (self.typed.tensor.data_ptr() as *mut T)
+                .offset(offset)
+                .write_unaligned(value)
+        };
+        Ok(())
+    }
+}
+
+impl<'env, T: Element, const NDIM: usize, const C: bool> Deref for JsTensorMut<'env, T, NDIM, C> {
+    type Target = JsTensor<'env>;
+
+    fn deref(&self) -> &JsTensor<'env> {
+        &self.typed.tensor
+    }
+}
+
+impl<T: Element, const NDIM: usize, const C: bool> FromNapiValue for JsTensorMut<'_, T, NDIM, C> {
+    unsafe fn from_napi_value(env: sys::napi_env, value: sys::napi_value) -> napi::Result<Self> {
+        // SAFETY: napi-rs converts arguments of the running call, on its thread.
+        let typed = unsafe { Typed::extract::<T>(env, value, NDIM, C, true) };
+        Ok(JsTensorMut {
+            // SAFETY: as above.
+            typed: typed.map_err(|err| unsafe { err.throw_raw(env) })?,
+            _element: PhantomData,
+        })
+    }
+}
+
+impl<T: Element, const NDIM: usize, const C: bool> TypeName for JsTensorMut<'_, T, NDIM, C> {
+    fn type_name() -> &'static str {
+        "Tensor"
+    }
+
+    fn value_type() -> ValueType {
+        ValueType::Object
+    }
+}
+
+/// As for [`JsTensor`]: the conversion checks the argument.
+impl<T: Element, const NDIM: usize, const C: bool> ValidateNapiValue
+    for JsTensorMut<'_, T, NDIM, C>
+{
+    unsafe fn validate(
+        _env: sys::napi_env,
+        _value: sys::napi_value,
+    ) -> napi::Result<sys::napi_value> {
+        Ok(ptr::null_mut())
+    }
+}

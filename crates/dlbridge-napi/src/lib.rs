@@ -1,0 +1,76 @@
+//! # dlbridge-napi
+//!
+//! Tensor arguments and tensor returns for napi-rs addons, over DLPack 1.3: one signature
+//! accepts every typed-array kind and the `Tensor` objects of the `dlbridge` npm package,
+//! without copying.
+//!
+//! - [`JsTensor`]: any tensor (any dtype, device, layout), borrowed for the call.
+//! - [`JsTensorRef<T, NDIM, C_CONTIGUOUS>`](JsTensorRef): element type `T`, on the CPU, checked
+//!   at extraction (`TypeError` for a wrong dtype, `RangeError` for a wrong ndim or layout, each
+//!   naming the argument's actual class or dtype, shape, strides and flags); read through
+//!   [`as_slice`](JsTensorRef::as_slice), [`get`](JsTensorRef::get) or an ndarray
+//!   [`as_array`](JsTensorRef::as_array) view that honours every stride, negative ones included.
+//! - [`JsTensorMut`]: the same, writable. Read-only tensors are refused, and two typed
+//!   arguments of one call may not overlap if either is mutable (so `f(a, a)` cannot alias a
+//!   `&mut [T]`).
+//! - [`TypedArrayExport`]: a Rust [`dlbridge::Tensor`] (or a `Vec`, or an ndarray `Array`)
+//!   returned to JavaScript as a typed array over its memory.
+//! - [`TensorObject`]: a Rust tensor of any layout returned as a tensor object, which
+//!   `dlbridge.fromTensorObject` turns into a dlbridge `Tensor` over the same memory.
+//!
+//! ```no_run
+//! use dlbridge_napi::{JsTensorMut, JsTensorRef};
+//! use napi_derive::napi;
+//!
+//! #[napi]
+//! pub fn sum(x: JsTensorRef<'_, f64>) -> napi::Result<f64> {
+//!     Ok(x.as_array()?.sum())
+//! }
+//!
+//! #[napi]
+//! pub fn fill(mut x: JsTensorMut<'_, f32, 2, true>, value: f64) -> napi::Result<()> {
+//!     x.as_slice_mut()?.fill(value as f32);
+//!     Ok(())
+//! }
+//! ```
+//!
+//! ## What an argument accepts
+//! - Any typed array but a DataView: its memory, `byteOffset` applied, as a 1-d tensor. A typed
+//!   argument reads it as `T` when its class views `T`'s dtype ([`typed_arrays`]): a
+//!   `Uint16Array` as `half::f16` or `half::bf16`, a `Uint8Array` as `bool` (every byte 0 or 1,
+//!   checked), a `Float32Array` as `Complex32` pairs, the dtype reinterpretations of the
+//!   `dlbridge` package's `fromTypedArray(a, {dtype})`.
+//! - A `Tensor` of the `dlbridge` package (any shape, strides, offset, read-only flag), or any
+//!   object following the [tensor-object protocol](tensor_handle): recognised by a Node-API
+//!   type tag that JavaScript cannot forge, and imported through a DLPack export that the
+//!   core validates; its deleter runs when the argument drops.
+//!
+//! Extraction runs no JavaScript (no property read, no getter), costs one Node-API call for a
+//! typed array and never copies.
+//!
+//! ## What the borrow relies on
+//! The memory stays valid because the JS value that owns it (the typed array, the `Tensor`) is
+//! an argument of the running call, and JavaScript does not run while Rust holds the borrow.
+//! Two things an addon must not do while it holds a slice or view: call back into JavaScript
+//! (which could detach or transfer the typed array's buffer), or read memory that another
+//! thread writes (a typed array over a `SharedArrayBuffer` that a worker writes, a shared-memory
+//! tensor another process writes). Arguments belong to the call: do not keep them past it.
+//!
+//! ## Elements
+//! `T` is any [`dlbridge::Element`]: `bool`, integers, `f32`, `f64`, `half::f16`, `half::bf16`,
+//! `num_complex::Complex32`/`Complex64`.
+
+mod arguments;
+mod borrows;
+mod error;
+mod js_values;
+pub mod tensor_handle;
+mod tensor_object;
+mod typed_array_export;
+pub mod typed_arrays;
+
+pub use arguments::{JsTensor, JsTensorMut, JsTensorRef, ANY_NDIM};
+pub use error::{Error, ErrorClass, Result};
+pub use tensor_handle::{TensorHandle, TENSOR_OBJECT_TYPE_TAG, TENSOR_TYPE_TAG};
+pub use tensor_object::{live_tensor_objects, TensorObject};
+pub use typed_array_export::{live_external_buffers, TypedArrayExport};

@@ -1,0 +1,230 @@
+//! [`TypedArrayExport`]: a Rust tensor handed to JavaScript as a typed array over its memory.
+
+use std::ffi::c_void;
+use std::ptr;
+use std::sync::atomic::{AtomicI64, Ordering};
+
+use dlbridge::{Element, Flags, Order, Tensor};
+use napi::bindgen_prelude::{ToNapiValue, TypeName, ValueType};
+use napi::sys;
+
+use crate::error::{Error, Result};
+use crate::typed_arrays::js_layout;
+
+/// External ArrayBuffers made by [`TypedArrayExport`] whose finalizer has not run yet.
+static LIVE_EXTERNAL_BUFFERS: AtomicI64 = AtomicI64::new(0);
+
+/// How many typed arrays returned through [`TypedArrayExport`] still hold their tensor (in this
+/// addon, across its environments): the external ArrayBuffers whose finalizer has not run.
+/// A leak check for addons and their tests: after the arrays become garbage and the collector
+/// ran, it drops back.
+///
+/// ```
+/// assert_eq!(dlbridge_napi::live_external_buffers(), 0);
+/// ```
+pub fn live_external_buffers() -> i64 {
+    LIVE_EXTERNAL_BUFFERS.load(Ordering::Relaxed)
+}
+
+/// A Rust [`Tensor`] returned to JavaScript as a typed array over the tensor's own memory
+/// (no copy): one external ArrayBuffer that owns the tensor until the collector finalizes it.
+///
+/// The typed-array class is the dtype's (see [`typed_arrays`](crate::typed_arrays)):
+/// `Float32Array` for float32, `BigInt64Array` for int64, `Uint16Array` (raw bits) for float16,
+/// `Float32Array` with two numbers per element for complex64, …. The tensor must be
+/// C-contiguous, writable and on the CPU (else an error naming what it is), and its memory
+/// viewed by no other ArrayBuffer (memory Rust allocated: a tensor that came from JavaScript
+/// goes back as a [`TensorObject`](crate::TensorObject)). Where the runtime forbids external
+/// buffers (Electron's memory cage) the array holds a copy instead.
+///
+/// ```no_run
+/// use dlbridge::{DataType, Order, Tensor};
+/// use dlbridge_napi::TypedArrayExport;
+/// use napi_derive::napi;
+///
+/// /// `0, 1, …, n-1` as a new Float32Array whose memory Rust allocated.
+/// #[napi]
+/// pub fn ramp(n: u32) -> napi::Result<TypedArrayExport> {
+///     let values: Vec<f32> = (0..n).map(|i| i as f32).collect();
+///     Ok(TypedArrayExport::from_vec(values))
+/// }
+/// ```
+pub struct TypedArrayExport(Tensor);
+
+impl TypedArrayExport {
+    /// Exports `tensor`.
+    pub fn new(tensor: Tensor) -> Self {
+        TypedArrayExport(tensor)
+    }
+
+    /// Exports a vector as a 1-d tensor.
+    pub fn from_vec<T: Element>(values: Vec<T>) -> Self {
+        let n = values.len() as i64;
+        TypedArrayExport(Tensor::from_vec(values, &[n]).expect("a vector is a valid 1-d tensor"))
+    }
+
+    /// Exports an ndarray array (made row-major first if it is not).
+    pub fn from_array<T: Element, D: ndarray::Dimension>(
+        array: ndarray::Array<T, D>,
+    ) -> Result<Self> {
+        let array = if array.is_standard_layout() {
+            array
+        } else {
+            array.as_standard_layout().into_owned()
+        };
+        Ok(TypedArrayExport(Tensor::from_array(array)?))
+    }
+
+    /// The tensor.
+    pub fn tensor(&self) -> &Tensor {
+        &self.0
+    }
+
+    /// The typed array, thrown errors as [`Error`]s.
+    ///
+    /// # Safety
+    /// `env` is the live environment of the current call, on its thread.
+    unsafe fn into_typed_array(self, env: sys::napi_env) -> Result<sys::napi_value> {
+        let view = self.0.view();
+        view.require_host()?;
+        let layout = js_layout(
+            view.dtype(),
+            view.flags().contains(Flags::IS_SUBBYTE_TYPE_PADDED),
+        )?;
+        if view.is_read_only() {
+            return Err(Error::plain(
+                "ERR_DLBRIDGE_READ_ONLY",
+                "the tensor is read-only and typed arrays are always writable: return it as a \
+                 TensorObject, which keeps the flag",
+            ));
+        }
+        if !view.is_contiguous(Order::C) {
+            return Err(Error::range_error(
+                "ERR_DLBRIDGE_NOT_CONTIGUOUS",
+                format!(
+                    "a typed array views row-major memory only; shape {:?} with strides {:?} is \
+                     not C-contiguous",
+                    view.shape(),
+                    view.strides()
+                ),
+            ));
+        }
+        let (length, nbytes, data) = (
+            view.size() * layout.per_element,
+            view.nbytes(),
+            view.data_ptr(),
+        );
+        if length > 0 && (data as usize) % layout.kind.element_size() != 0 {
+            return Err(Error::range_error(
+                "ERR_DLBRIDGE_MISALIGNED",
+                format!(
+                    "the tensor's memory at {data:p} is not aligned to {} bytes, so no {} can \
+                     view it",
+                    layout.kind.element_size(),
+                    layout.kind.name()
+                ),
+            ));
+        }
+        let mut buffer = ptr::null_mut();
+        if length == 0 {
+            let mut unused = ptr::null_mut();
+            // SAFETY: live env (caller's contract), valid out-pointers.
+            check(unsafe { sys::napi_create_arraybuffer(env, 0, &mut unused, &mut buffer) })?;
+        } else {
+            let owner = Box::into_raw(Box::new(self.0));
+            // SAFETY: `nbytes` bytes of host memory at `data` that the boxed tensor owns and
+            // keeps in place until `release_tensor` drops it; a tensor made by Rust is the only
+            // ArrayBuffer over its memory.
+            let status = unsafe {
+                sys::napi_create_external_arraybuffer(
+                    env,
+                    data.cast(),
+                    nbytes,
+                    Some(release_tensor),
+                    owner.cast(),
+                    &mut buffer,
+                )
+            };
+            if status == sys::Status::napi_ok {
+                LIVE_EXTERNAL_BUFFERS.fetch_add(1, Ordering::Relaxed);
+            } else {
+                // SAFETY: Node did not take the box (no buffer was made).
+                let tensor = unsafe { Box::from_raw(owner) };
+                if status != sys::Status::napi_no_external_buffers_allowed {
+                    check(status)?;
+                }
+                // SAFETY: live env; the copy below fills the new buffer's `nbytes` bytes.
+                buffer = unsafe { copy_to_arraybuffer(env, data, nbytes) }?;
+                drop(tensor);
+            }
+        }
+        let mut array = ptr::null_mut();
+        // SAFETY: live env; `buffer` holds `length` elements of the class from offset 0.
+        check(unsafe {
+            sys::napi_create_typedarray(env, layout.kind.to_napi(), length, buffer, 0, &mut array)
+        })?;
+        Ok(array)
+    }
+}
+
+impl From<Tensor> for TypedArrayExport {
+    fn from(tensor: Tensor) -> Self {
+        TypedArrayExport(tensor)
+    }
+}
+
+/// A new ArrayBuffer holding a copy of `nbytes` bytes at `data`.
+///
+/// # Safety
+/// `env` is live; `data` points at `nbytes` readable bytes.
+unsafe fn copy_to_arraybuffer(
+    env: sys::napi_env,
+    data: *const u8,
+    nbytes: usize,
+) -> Result<sys::napi_value> {
+    let (mut buffer, mut copy) = (ptr::null_mut(), ptr::null_mut());
+    // SAFETY: live env, valid out-pointers.
+    check(unsafe { sys::napi_create_arraybuffer(env, nbytes, &mut copy, &mut buffer) })?;
+    // SAFETY: the new buffer has `nbytes` writable bytes that no JS value has seen yet.
+    unsafe { ptr::copy_nonoverlapping(data, copy.cast::<u8>(), nbytes) };
+    Ok(buffer)
+}
+
+/// Finalizer of the external ArrayBuffers: drops the tensor (its owner frees the memory).
+unsafe extern "C" fn release_tensor(_env: sys::napi_env, _data: *mut c_void, hint: *mut c_void) {
+    // SAFETY: `hint` is the boxed tensor handed to Node by `into_typed_array`, given back once.
+    drop(unsafe { Box::from_raw(hint.cast::<Tensor>()) });
+    LIVE_EXTERNAL_BUFFERS.fetch_sub(1, Ordering::Relaxed);
+}
+
+fn check(status: sys::napi_status) -> Result<()> {
+    if status == sys::Status::napi_ok {
+        Ok(())
+    } else {
+        Err(Error::plain(
+            "ERR_DLBRIDGE_NODE_API",
+            format!("making a typed array failed with Node-API status {status}"),
+        ))
+    }
+}
+
+impl ToNapiValue for TypedArrayExport {
+    unsafe fn to_napi_value(env: sys::napi_env, value: Self) -> napi::Result<sys::napi_value> {
+        // SAFETY: napi-rs converts return values in the running call, on its thread.
+        unsafe {
+            value
+                .into_typed_array(env)
+                .map_err(|err| err.throw_raw(env))
+        }
+    }
+}
+
+impl TypeName for TypedArrayExport {
+    fn type_name() -> &'static str {
+        "TypedArray"
+    }
+
+    fn value_type() -> ValueType {
+        ValueType::Object
+    }
+}

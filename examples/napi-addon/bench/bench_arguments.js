@@ -1,0 +1,105 @@
+'use strict';
+/**
+ * Per-call cost of the example addon's typed tensor argument (`JsTensorRef<'_, f32>`) against
+ * napi-rs's own `Float32Array` argument, measured in one run (scripts/bench-napi-example.sh):
+ * interleaved batches, so that both see the same machine state; the ratio's target is ≤ 1.2×.
+ *
+ * Usage: node bench/bench_arguments.js [--write-docs] [--quick]
+ *   --write-docs  replace the `napi` section of docs/benchmarks.md with the results
+ *   --quick       fewer batches (a smoke run; numbers are noisier)
+ */
+
+const fs = require('node:fs');
+const os = require('node:os');
+const path = require('node:path');
+const dlbridge = require('../../../bindings/node');
+const tensorops = require('..');
+
+const args = new Set(process.argv.slice(2));
+const BATCHES = args.has('--quick') ? 5 : 31;
+const CALLS_PER_BATCH = args.has('--quick') ? 20_000 : 200_000;
+const TARGET = 1.2;
+
+const array = new Float32Array(16);
+const tensor = dlbridge.fromTypedArray(array);
+const strided = dlbridge.fromTypedArray(new Float32Array(32), { shape: [16], strides: [-2], offset: 30 });
+const CASES = [
+  { label: '`lengthPlain(f32)`: napi-rs `Float32Array` argument (baseline)', call: () => tensorops.lengthPlain(array) },
+  { label: '`lengthSlice(f32)`: napi-rs `&[f32]` argument', call: () => tensorops.lengthSlice(array) },
+  { label: '`length(f32)`: `JsTensorRef<f32>` from a `Float32Array`', call: () => tensorops.length(array) },
+  { label: '`length(tensor)`: `JsTensorRef<f32>` from a dlbridge `Tensor`', call: () => tensorops.length(tensor) },
+  { label: '`length(strided)`: the same, negative stride', call: () => tensorops.length(strided) },
+  { label: '`scale_(f32, 1)`: `JsTensorMut<f32>` + `f64`, ndarray `mapv_inplace`', call: () => tensorops.scale_(array, 1) },
+];
+
+/** Nanoseconds per call of one batch of `call`. */
+function batchNanos(call) {
+  let sink = 0;
+  const start = process.hrtime.bigint();
+  for (let i = 0; i < CALLS_PER_BATCH; i++) sink += call() ?? 0;
+  const nanos = Number(process.hrtime.bigint() - start) / CALLS_PER_BATCH;
+  if (Number.isNaN(sink)) throw new Error('unreachable');
+  return nanos;
+}
+
+function measure() {
+  const samples = CASES.map(() => []);
+  for (const { call } of CASES) batchNanos(call); // warm-up
+  for (let b = 0; b < BATCHES; b++) {
+    CASES.forEach(({ call }, i) => samples[i].push(batchNanos(call)));
+  }
+  return samples.map((s) => Math.min(...s));
+}
+
+function report(best) {
+  const base = best[0];
+  const ratio = best[2] / base;
+  const met = ratio <= TARGET;
+  const cpu = os.cpus()[0]?.model.split(' ').slice(0, 2).join(' ') ?? 'unknown CPU';
+  const lines = [
+    '## napi-rs addons (dlbridge-napi)',
+    '',
+    `Measured ${new Date().toISOString().slice(0, 10)} by \`examples/napi-addon/bench/bench_arguments.js\` ` +
+      `(best of ${BATCHES} interleaved batches of ${CALLS_PER_BATCH.toLocaleString('en')} calls; arrays hold 16 float32). ` +
+      '`tensorops.length` is a `#[napi]` function taking one `JsTensorRef<\'_, f32>` and returning its length; ' +
+      '`tensorops.lengthPlain` takes napi-rs\'s `Float32Array`, `tensorops.lengthSlice` its `&[f32]`.',
+    `Machine: ${cpu} (${os.cpus().length} cores), ${process.platform} ${process.arch}, Node ${process.version}.`,
+    '',
+    '| operation | ns per call | ratio to the baseline |',
+    '|---|---:|---:|',
+    ...CASES.map(({ label }, i) => `| ${label} | ${best[i].toFixed(0)} | ${(best[i] / base).toFixed(2)} |`),
+    '',
+    '| target | measured | goal | met |',
+    '|---|---:|---:|---|',
+    `| typed argument vs napi-rs \`Float32Array\` | ${ratio.toFixed(2)}x | <= ${TARGET}x | ${met ? 'yes' : 'no'} |`,
+    '',
+    'A typed-array argument costs one Node-API call (`napi_get_typedarray_info`) and no allocation, ' +
+      'as napi-rs\'s `&[f32]` does; napi-rs\'s `Float32Array` also creates a reference to the array. A `Tensor` argument checks the ' +
+      'type tag, unwraps the header and imports a DLPack export of the tensor (one allocation, freed by ' +
+      'its deleter before the call returns).',
+  ];
+  return { text: lines.join('\n'), ratio, met };
+}
+
+/** Replaces (or appends) the `napi` section of docs/benchmarks.md. */
+function writeDocs(text) {
+  const doc = path.join(__dirname, '..', '..', '..', 'docs', 'benchmarks.md');
+  const begin = '<!-- begin napi -->';
+  const end = '<!-- end napi -->';
+  const block = `${begin}\n${text.trimEnd()}\n${end}`;
+  let current = fs.readFileSync(doc, 'utf8');
+  const start = current.indexOf(begin);
+  const stop = current.indexOf(end);
+  if (start >= 0 && stop > start) {
+    current = current.slice(0, start) + block + current.slice(stop + end.length);
+  } else {
+    current = `${current.trimEnd()}\n\n${block}\n`;
+  }
+  fs.writeFileSync(doc, current);
+  return doc;
+}
+
+const { text, met } = report(measure());
+console.log(text);
+if (args.has('--write-docs')) console.error(`wrote ${writeDocs(text)}`);
+if (!met) process.exitCode = 1;
