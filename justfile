@@ -52,6 +52,7 @@ fuzz *targets:
 lint:
     cargo fmt --all -- --check
     cargo clippy --workspace --all-targets --locked -- -D warnings
+    cargo clippy -p dlbridge-python --features testing --all-targets --locked -- -D warnings
     RUSTDOCFLAGS="-D warnings" cargo doc --locked --no-deps -p dlbridge -p dlbridge-pyo3 -p dlbridge-napi --features dlbridge/ndarray
 
 # Benchmarks, each against peers measured in the same run; writes docs/benchmarks.md.
