@@ -19,7 +19,8 @@ pub(crate) struct TypeInfo {
     key: usize,
     /// What the type publishes as its C exchange API.
     pub(crate) exchange_api: ExchangeApi,
-    /// Whether instances export buffers (and the type has `__dlpack__`).
+    /// Whether instances may lend buffers: they export buffers, the type has `__dlpack__` and no
+    /// usable exchange API.
     buffers: bool,
     /// How instances are best imported, for writable (`[0]`) and read-only (`[1]`) instances
     /// apart (a producer may treat them differently: legacy-only producers refuse read-only
@@ -99,11 +100,15 @@ fn insert(obj: &Bound<'_, PyAny>, slot: &'static OnceLock<TypeInfo>) -> Known {
 fn type_info(obj: &Bound<'_, PyAny>) -> TypeInfo {
     let ty: Bound<'_, PyType> = obj.get_type();
     let py = ty.py();
+    let exchange_api = exchange_api::probe(&ty);
     TypeInfo {
         key: ty.as_ptr() as usize,
-        exchange_api: exchange_api::probe(&ty),
-        buffers: buffer::supported(obj)
+        // A usable exchange API is cheaper still and covers every dtype: its types never lend
+        // buffers.
+        buffers: !matches!(exchange_api, ExchangeApi::Usable(_))
+            && buffer::supported(obj)
             && ty.hasattr(interned(py).dlpack.bind(py)).unwrap_or(false),
+        exchange_api,
         route: [const { AtomicU8::new(UNVERIFIED) }; 2],
     }
 }
