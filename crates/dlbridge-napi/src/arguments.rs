@@ -14,7 +14,6 @@ use napi::bindgen_prelude::{
     FromNapiValue, JsValue, TypeName, Unknown, ValidateNapiValue, ValueType,
 };
 use napi::sys;
-use ndarray::Dimension;
 use ndarray::{ArrayViewD, ArrayViewMutD};
 
 use crate::borrows::Borrow;
@@ -426,35 +425,10 @@ fn check<T: Element>(
             ),
         ));
     }
-    if T::DTYPE == DataType::BOOL {
-        check_bools(&view)?;
-    }
+    // A bool tensor whose bytes are not all 0 or 1 is not a `[bool]`: a JS `Uint8Array` read as
+    // bool may hold anything.
+    view.check_values::<T>()?;
     Ok(())
-}
-
-/// Fails unless every byte of a bool tensor is 0 or 1: a `bool` with any other bit pattern is
-/// undefined behaviour in Rust, and a JS `Uint8Array` read as bool may hold anything.
-fn check_bools(view: &TensorView<'_>) -> Result<()> {
-    // SAFETY: the same memory and layout, read as the bytes they are (u8 has no invalid values).
-    let bytes = unsafe {
-        TensorView::from_raw_parts(
-            view.data_ptr(),
-            view.shape(),
-            view.strides(),
-            DataType::U8,
-            view.device(),
-            view.flags(),
-        )
-    };
-    let bytes = bytes.as_array::<u8>()?;
-    match bytes.indexed_iter().find(|(_, &b)| b > 1) {
-        Some((index, &byte)) => Err(dlbridge::Error::InvalidBool {
-            index: index.slice().to_vec(),
-            byte,
-        }
-        .into()),
-        None => Ok(()),
-    }
 }
 
 /// A checked, typed tensor argument, its memory borrowed.

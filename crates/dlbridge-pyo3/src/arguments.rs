@@ -227,7 +227,8 @@ fn check<T: Element>(
             T::DTYPE
         )));
     }
-    Ok(())
+    // A bool tensor whose bytes are not all 0 or 1 is not a `[bool]`: refused, naming the byte.
+    view.check_values::<T>().map_err(to_py_err)
 }
 
 /// A checked, typed tensor argument and the borrow of its memory.
@@ -275,7 +276,8 @@ impl<'py> Typed<'py> {
         let view = self.tensor.view();
         let offset = element_offset(&view, index)?;
         // SAFETY: the index is in bounds, so the element lies in the validated span of host
-        // memory that lives as long as `self`; the dtype is T (checked at extraction).
+        // memory that lives as long as `self`; the dtype is T and bool bytes are 0 or 1
+        // (both checked at extraction).
         Ok(unsafe {
             (view.data_ptr() as *const T)
                 .offset(offset)

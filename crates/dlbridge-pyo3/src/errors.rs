@@ -17,6 +17,7 @@ pub fn to_py_err(err: Error) -> PyErr {
         Error::UnknownName { .. }
         | Error::StridesMismatch { .. }
         | Error::BufferTooSmall { .. }
+        | Error::InvalidBool { .. }
         | Error::ReadOnly => PyValueError::new_err(message),
         _ => PyBufferError::new_err(message),
     }

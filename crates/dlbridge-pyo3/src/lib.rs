@@ -78,8 +78,9 @@
 //!
 //! ## Elements
 //! `T` is any [`dlbridge::Element`]: `bool`, integers, `f32`, `f64`, `half::f16`, `half::bf16`,
-//! `num_complex::Complex32`/`Complex64`. `bool` elements must hold 0 or 1, as every DLPack
-//! producer writes them.
+//! `num_complex::Complex32`/`Complex64`. A `bool` argument's bytes are checked at extraction:
+//! one holding anything but 0 or 1 is refused with a `ValueError` naming the element and the
+//! byte (take such data as `u8`).
 
 mod arguments;
 mod borrows;

@@ -119,6 +119,14 @@ def test_wrong_dtype_ndim_and_layout_name_the_value():
     assert tensorops.trace(np.arange(9.0).reshape(3, 3)[::-1]) == 2 + 4 + 6
 
 
+def test_bool_bytes_other_than_0_and_1_are_refused_naming_the_byte():
+    raw = np.array([[1, 0], [2, 1]], dtype=np.uint8)
+    with pytest.raises(ValueError, match=r"bool element at index \[1, 0\] holds byte 0x02"):
+        tensorops.sum(raw.view(np.bool_))
+    assert tensorops.sum(raw) == 4.0, "the same bytes as uint8 are fine"
+    assert tensorops.sum(np.array([True, False, True])) == 2.0
+
+
 def test_overlapping_arguments_cannot_alias_a_mutable_borrow():
     a = np.arange(6, dtype=np.float32)
     with pytest.raises(ValueError, match="overlaps memory that another argument borrows"):
