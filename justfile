@@ -63,3 +63,4 @@ bench:
     @scripts/bench-node.sh
     @scripts/bench-napi-example.sh
     @scripts/bench-julia-embedded.sh
+    @scripts/bench-plot-arguments.sh
