@@ -853,8 +853,22 @@ def host_out(lib, name: str, dtype: str, layout: str) -> str:
     return answer
 
 
+def await_holds_dropped(before: dict[str, int], seconds: float = 2.0) -> None:
+    """Waits, at most `seconds`, until dlbridge holds no more imports and exports than `before`
+    (`dlbridge.diagnostics()`): peers that imported a tensor on a thread of their own (jax) drop
+    their hold there, just after the tensor's owner is gone. A hold that stays is left for the
+    release check to report."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        now = dlbridge.diagnostics()
+        if now["imports"] <= before["imports"] and now["exports"] <= before["exports"]:
+            return
+        time.sleep(0.005)
+
+
 def host_in(lib, name: str, dtype: str, layout: str) -> str:
     """The guest produces, this agent (dlbridge) consumes in this process."""
+    holds = dlbridge.diagnostics()
     guest_result(lib, name, lib.matrix_guest_produce(dtype.encode(), layout.encode()))
     try:
         addr0 = lib.matrix_guest_produced_element0() or 0
@@ -881,6 +895,7 @@ def host_in(lib, name: str, dtype: str, layout: str) -> str:
             write_sentinel(t, dtype, sentinel(dtype))
         guest_result(lib, name, lib.matrix_guest_check_written())
         del t
+        await_holds_dropped(holds)
     finally:
         released = lib.matrix_guest_check_released()
     guest_result(lib, name, released)
