@@ -354,16 +354,9 @@ impl ValidateNapiValue for JsTensor<'_> {
     }
 }
 
-/// What a typed argument demands, checked at extraction: each unmet requirement is thrown as its
-/// class with its own code (bool values: the core error's mapping).
-#[inline]
-fn check<T: Element>(tensor: &JsTensor<'_>, spec: ArgumentSpec) -> Result<()> {
-    spec.check::<T>(&tensor.view())
-        .map_err(|unmet| unmet_requirement_error::<T>(unmet, tensor, spec))
-}
-
 /// The error for an argument that fails `spec`, naming what it actually is and what a typed
-/// array of `T` would be.
+/// array of `T` would be; each unmet requirement has its class and code (bool values: the core
+/// error's mapping).
 #[cold]
 fn unmet_requirement_error<T: Element>(
     unmet: UnmetRequirement,
@@ -411,7 +404,8 @@ impl<'env> Typed<'env> {
             c_contiguous,
             writable,
         };
-        check::<T>(&tensor, spec)?;
+        spec.check::<T>(&tensor.view())
+            .map_err(|unmet| unmet_requirement_error::<T>(unmet, &tensor, spec))?;
         tensor.borrow(writable)?;
         Ok(Typed { tensor })
     }

@@ -162,30 +162,23 @@ impl<'a, 'py> FromPyObject<'a, 'py> for PyTensor<'py> {
     }
 }
 
-/// What a typed argument demands, checked at extraction: a wrong dtype is a `TypeError`, any
-/// other unmet requirement a `ValueError` (bool values: the core error's mapping).
-#[inline]
-fn check<T: Element>(view: &TensorView<'_>, spec: ArgumentSpec) -> PyResult<()> {
-    spec.check::<T>(view)
-        .map_err(|unmet| unmet_requirement_error::<T>(unmet, view, spec))
-}
-
-/// The Python exception for an argument that fails `spec`, naming what it actually is.
+/// The Python exception for an argument that fails `spec`, naming what it actually is: a wrong
+/// dtype is a `TypeError`, any other unmet requirement a `ValueError` (bool values: the core
+/// error's mapping).
 #[cold]
 fn unmet_requirement_error<T: Element>(
     unmet: UnmetRequirement,
     view: &TensorView<'_>,
     spec: ArgumentSpec,
 ) -> PyErr {
-    match unmet {
-        UnmetRequirement::Values(err) => to_py_err(err),
-        unmet => {
-            let message = unmet.message(view, &spec.expected::<T>(), &view.describe());
-            match unmet {
-                UnmetRequirement::Dtype => PyTypeError::new_err(message),
-                _ => PyValueError::new_err(message),
-            }
-        }
+    if let UnmetRequirement::Values(err) = unmet {
+        return to_py_err(err);
+    }
+    let message = unmet.message(view, &spec.expected::<T>(), &view.describe());
+    if unmet == UnmetRequirement::Dtype {
+        PyTypeError::new_err(message)
+    } else {
+        PyValueError::new_err(message)
     }
 }
 
@@ -209,7 +202,8 @@ impl<'py> Typed<'py> {
             c_contiguous,
             writable,
         };
-        check::<T>(&view, spec)?;
+        spec.check::<T>(&view)
+            .map_err(|unmet| unmet_requirement_error::<T>(unmet, &view, spec))?;
         let span = match &tensor.source {
             Source::Managed(_) => view.byte_span(),
             Source::Buffer(buffer) => buffer.byte_span(),
