@@ -7,8 +7,10 @@ use std::marker::PhantomData;
 use std::ops::Deref;
 use std::ptr;
 
+use dlbridge::borrow_registry::RangeBorrow;
 use dlbridge::{
-    AsTensorView, DataType, Device, Element, Flags, ManagedTensor, Order, Tensor, TensorView,
+    ArgumentSpec, AsTensorView, DataType, Device, Element, Flags, ManagedTensor, Tensor,
+    TensorView, UnmetRequirement,
 };
 use napi::bindgen_prelude::{
     FromNapiValue, JsValue, TypeName, Unknown, ValidateNapiValue, ValueType,
@@ -16,14 +18,12 @@ use napi::bindgen_prelude::{
 use napi::sys;
 use ndarray::{ArrayViewD, ArrayViewMutD};
 
-use crate::borrows::Borrow;
 use crate::error::{Error, Result};
 use crate::js_values::describe_value;
 use crate::tensor_handle::import_tensor_object;
 use crate::typed_arrays::{js_layout, ArrayKind};
 
-/// The `NDIM` of a typed argument that accepts any number of dimensions.
-pub const ANY_NDIM: usize = usize::MAX;
+pub use dlbridge::argument_spec::ANY_NDIM;
 
 /// Where an argument's memory comes from.
 enum Source {
@@ -65,8 +65,9 @@ enum Source {
 pub struct JsTensor<'env> {
     env: sys::napi_env,
     source: Source,
-    /// The borrow of the memory's byte range, for the argument's life (see `borrows`).
-    borrow: Option<Borrow>,
+    /// The borrow of the memory's byte range, for the argument's life (see
+    /// `dlbridge::borrow_registry`).
+    borrow: Option<RangeBorrow>,
     _call: PhantomData<&'env ()>,
 }
 
@@ -108,7 +109,7 @@ impl<'env> JsTensor<'env> {
         if start == end {
             return Ok(());
         }
-        let borrow = Borrow::acquire(start, end, writable).map_err(|held| {
+        let borrow = RangeBorrow::acquire(start, end, writable).map_err(|held| {
             Error::range_error(
                 "ERR_DLBRIDGE_ALIASED",
                 format!(
@@ -270,21 +271,7 @@ impl<'env> JsTensor<'env> {
                 view.dtype(),
                 view.shape()
             ),
-            Source::Tensor(_) => {
-                let mut text = String::from("a ");
-                if view.is_read_only() {
-                    text.push_str("read-only ");
-                }
-                let _ = write!(
-                    text,
-                    "{} Tensor of shape {:?} and strides {:?} on {}",
-                    view.dtype(),
-                    view.shape(),
-                    view.strides(),
-                    view.device()
-                );
-                text
-            }
+            Source::Tensor(_) => view.describe().with_noun("Tensor").to_string(),
         }
     }
 }
@@ -367,68 +354,32 @@ impl ValidateNapiValue for JsTensor<'_> {
     }
 }
 
-/// What a typed argument demands, checked in this order at extraction.
-fn check<T: Element>(
+/// The error for an argument that fails `spec`, naming what it actually is and what a typed
+/// array of `T` would be; each unmet requirement has its class and code (bool values: the core
+/// error's mapping).
+#[cold]
+fn unmet_requirement_error<T: Element>(
+    unmet: UnmetRequirement,
     tensor: &JsTensor<'_>,
-    ndim: usize,
-    c_contiguous: bool,
-    writable: bool,
-) -> Result<()> {
-    let view = tensor.view();
-    let expected = || {
-        let mut text = String::new();
-        if writable {
-            text.push_str("writable ");
-        }
-        if c_contiguous {
-            text.push_str("C-contiguous ");
-        }
-        if ndim != ANY_NDIM {
-            let _ = write!(text, "{ndim}-d ");
-        }
-        let _ = write!(text, "{} CPU tensor", T::DTYPE);
-        if let Ok(layout) = js_layout(T::DTYPE, false) {
-            let _ = write!(text, " (a {} or a dlbridge Tensor)", layout.kind.name());
-        }
-        text
+    spec: ArgumentSpec,
+) -> Error {
+    let (new, code): (fn(&'static str, String) -> Error, _) = match unmet {
+        UnmetRequirement::Values(err) => return err.into(),
+        UnmetRequirement::Dtype => (Error::type_error, "ERR_DLBRIDGE_DTYPE_MISMATCH"),
+        UnmetRequirement::Device => (Error::type_error, "ERR_DLBRIDGE_NOT_ON_CPU"),
+        UnmetRequirement::Ndim => (Error::range_error, "ERR_DLBRIDGE_NDIM_MISMATCH"),
+        UnmetRequirement::ReadOnly => (Error::type_error, "ERR_DLBRIDGE_READ_ONLY"),
+        UnmetRequirement::Layout => (Error::range_error, "ERR_DLBRIDGE_NOT_CONTIGUOUS"),
+        UnmetRequirement::Alignment => (Error::range_error, "ERR_DLBRIDGE_MISALIGNED"),
     };
-    let fail = |new: fn(&'static str, String) -> Error, code| {
-        Err(new(
-            code,
-            format!("expected a {}, got {}", expected(), tensor.describe()),
-        ))
-    };
-    if view.dtype() != T::DTYPE {
-        return fail(Error::type_error, "ERR_DLBRIDGE_DTYPE_MISMATCH");
+    let mut expected = spec.expected::<T>();
+    if let Ok(layout) = js_layout(T::DTYPE, false) {
+        let _ = write!(expected, " (a {} or a dlbridge Tensor)", layout.kind.name());
     }
-    if !view.device().kind.is_host_accessible() {
-        return fail(Error::type_error, "ERR_DLBRIDGE_NOT_ON_CPU");
-    }
-    if ndim != ANY_NDIM && view.ndim() != ndim {
-        return fail(Error::range_error, "ERR_DLBRIDGE_NDIM_MISMATCH");
-    }
-    if writable && view.is_read_only() {
-        return fail(Error::type_error, "ERR_DLBRIDGE_READ_ONLY");
-    }
-    if c_contiguous && !view.is_contiguous(Order::C) {
-        return fail(Error::range_error, "ERR_DLBRIDGE_NOT_CONTIGUOUS");
-    }
-    if view.size() > 0 && (view.data_ptr() as usize) % std::mem::align_of::<T>() != 0 {
-        return Err(Error::range_error(
-            "ERR_DLBRIDGE_MISALIGNED",
-            format!(
-                "expected a {}, got {} whose element 0 at {:p} is not aligned for {}",
-                expected(),
-                tensor.describe(),
-                view.data_ptr(),
-                T::DTYPE
-            ),
-        ));
-    }
-    // A bool tensor whose bytes are not all 0 or 1 is not a `[bool]`: a JS `Uint8Array` read as
-    // bool may hold anything.
-    view.check_values::<T>()?;
-    Ok(())
+    new(
+        code,
+        unmet.message(&tensor.view(), &expected, &tensor.describe()),
+    )
 }
 
 /// A checked, typed tensor argument, its memory borrowed.
@@ -448,7 +399,13 @@ impl<'env> Typed<'env> {
     ) -> Result<Self> {
         // SAFETY: the caller's contract.
         let mut tensor = unsafe { JsTensor::import(env, value, Some(T::DTYPE)) }?;
-        check::<T>(&tensor, ndim, c_contiguous, writable)?;
+        let spec = ArgumentSpec {
+            ndim,
+            c_contiguous,
+            writable,
+        };
+        spec.check::<T>(&tensor.view())
+            .map_err(|unmet| unmet_requirement_error::<T>(unmet, &tensor, spec))?;
         tensor.borrow(writable)?;
         Ok(Typed { tensor })
     }

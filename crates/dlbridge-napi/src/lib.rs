@@ -61,7 +61,6 @@
 //! `num_complex::Complex32`/`Complex64`.
 
 mod arguments;
-mod borrows;
 mod error;
 mod js_values;
 pub mod tensor_handle;

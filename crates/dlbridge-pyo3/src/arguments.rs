@@ -1,23 +1,23 @@
 //! Tensor arguments for `#[pyfunction]`s: [`PyTensor`] (any dtype), [`PyTensorRef`] and
 //! [`PyTensorMut`] (typed, checked at extraction).
 
-use std::fmt::Write as _;
 use std::marker::PhantomData;
 use std::mem::ManuallyDrop;
 use std::ops::Deref;
 
-use dlbridge::{AsTensorView, DataType, Device, Element, Order, Tensor, TensorView};
+use dlbridge::borrow_registry::RangeBorrow;
+use dlbridge::{
+    ArgumentSpec, AsTensorView, DataType, Device, Element, Tensor, TensorView, UnmetRequirement,
+};
 use ndarray::{ArrayViewD, ArrayViewMutD};
 use pyo3::exceptions::{PyIndexError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 
-use crate::borrows::Borrow;
 use crate::buffer::LentBuffer;
 use crate::errors::to_py_err;
 use crate::import::{import, Source};
 
-/// The `NDIM` of a typed argument that accepts any number of dimensions.
-pub const ANY_NDIM: usize = usize::MAX;
+pub use dlbridge::argument_spec::ANY_NDIM;
 
 /// A tensor argument of any dtype, device and layout, borrowed from a Python producer for the
 /// duration of a call.
@@ -162,79 +162,30 @@ impl<'a, 'py> FromPyObject<'a, 'py> for PyTensor<'py> {
     }
 }
 
-/// "a read-only float32 tensor of shape [2, 3] and strides [3, 1] on cpu:0": what an argument
-/// actually is, for error messages.
-fn describe(view: &TensorView<'_>) -> String {
-    let mut text = String::from("a ");
-    if view.is_read_only() {
-        text.push_str("read-only ");
-    }
-    let _ = write!(
-        text,
-        "{} tensor of shape {:?} and strides {:?} on {}",
-        view.dtype(),
-        view.shape(),
-        view.strides(),
-        view.device()
-    );
-    text
-}
-
-/// What a typed argument demands, checked in this order at extraction.
-fn check<T: Element>(
+/// The Python exception for an argument that fails `spec`, naming what it actually is: a wrong
+/// dtype is a `TypeError`, any other unmet requirement a `ValueError` (bool values: the core
+/// error's mapping).
+#[cold]
+fn unmet_requirement_error<T: Element>(
+    unmet: UnmetRequirement,
     view: &TensorView<'_>,
-    ndim: usize,
-    c_contiguous: bool,
-    writable: bool,
-) -> PyResult<()> {
-    let expected = || {
-        let mut text = String::new();
-        if writable {
-            text.push_str("writable ");
-        }
-        if c_contiguous {
-            text.push_str("C-contiguous ");
-        }
-        if ndim != ANY_NDIM {
-            let _ = write!(text, "{ndim}-d ");
-        }
-        let _ = write!(text, "{} CPU tensor", T::DTYPE);
-        text
-    };
-    let fail = |new_err: fn(String) -> PyErr| {
-        Err(new_err(format!(
-            "expected a {}, got {}",
-            expected(),
-            describe(view)
-        )))
-    };
-    if view.dtype() != T::DTYPE {
-        return fail(PyTypeError::new_err);
+    spec: ArgumentSpec,
+) -> PyErr {
+    if let UnmetRequirement::Values(err) = unmet {
+        return to_py_err(err);
     }
-    if !view.device().kind.is_host_accessible()
-        || (ndim != ANY_NDIM && view.ndim() != ndim)
-        || (c_contiguous && !view.is_contiguous(Order::C))
-        || (writable && view.is_read_only())
-    {
-        return fail(PyValueError::new_err);
+    let message = unmet.message(view, &spec.expected::<T>(), &view.describe());
+    if unmet == UnmetRequirement::Dtype {
+        PyTypeError::new_err(message)
+    } else {
+        PyValueError::new_err(message)
     }
-    if view.size() > 0 && (view.data_ptr() as usize) % std::mem::align_of::<T>() != 0 {
-        return Err(PyValueError::new_err(format!(
-            "expected a {}, got {} whose element 0 at {:p} is not aligned for {}",
-            expected(),
-            describe(view),
-            view.data_ptr(),
-            T::DTYPE
-        )));
-    }
-    // A bool tensor whose bytes are not all 0 or 1 is not a `[bool]`: refused, naming the byte.
-    view.check_values::<T>().map_err(to_py_err)
 }
 
 /// A checked, typed tensor argument and the borrow of its memory.
 struct Typed<'py> {
     tensor: PyTensor<'py>,
-    _borrow: Option<Borrow>,
+    _borrow: Option<RangeBorrow>,
 }
 
 impl<'py> Typed<'py> {
@@ -246,7 +197,13 @@ impl<'py> Typed<'py> {
     ) -> PyResult<Self> {
         let tensor = PyTensor::new(obj)?;
         let view = tensor.view();
-        check::<T>(&view, ndim, c_contiguous, writable)?;
+        let spec = ArgumentSpec {
+            ndim,
+            c_contiguous,
+            writable,
+        };
+        spec.check::<T>(&view)
+            .map_err(|unmet| unmet_requirement_error::<T>(unmet, &view, spec))?;
         let span = match &tensor.source {
             Source::Managed(_) => view.byte_span(),
             Source::Buffer(buffer) => buffer.byte_span(),
@@ -258,10 +215,10 @@ impl<'py> Typed<'py> {
                     base.wrapping_add_signed(span.start),
                     base.wrapping_add_signed(span.end),
                 );
-                Borrow::acquire(start, end, writable).map_err(|held| {
+                RangeBorrow::acquire(start, end, writable).map_err(|held| {
                     PyValueError::new_err(format!(
                         "{} overlaps memory that another argument borrows {held}; pass a copy",
-                        describe(&view)
+                        view.describe()
                     ))
                 })
             })
@@ -340,7 +297,7 @@ impl<'py, T: Element, const NDIM: usize, const C: bool> PyTensorRef<'py, T, NDIM
         self.typed.tensor.view().as_slice::<T>().map_err(|_| {
             PyValueError::new_err(format!(
                 "a slice needs a C-contiguous tensor, got {}",
-                describe(&self.typed.tensor.view())
+                self.typed.tensor.view().describe()
             ))
         })
     }
@@ -415,7 +372,7 @@ impl<'py, T: Element, const NDIM: usize, const C: bool> PyTensorMut<'py, T, NDIM
         self.typed.tensor.view().as_slice::<T>().map_err(|_| {
             PyValueError::new_err(format!(
                 "a slice needs a C-contiguous tensor, got {}",
-                describe(&self.typed.tensor.view())
+                self.typed.tensor.view().describe()
             ))
         })
     }

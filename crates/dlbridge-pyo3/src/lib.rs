@@ -83,7 +83,6 @@
 //! byte (take such data as `u8`).
 
 mod arguments;
-mod borrows;
 mod buffer;
 mod capsule;
 pub mod consumer;

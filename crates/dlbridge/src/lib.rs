@@ -12,6 +12,9 @@
 //! - Copies ([`TensorView::to_contiguous`]) turn any strided layout into C or F order.
 //! - `ndarray_interop` (feature `ndarray`): ndarray views of tensors, owned arrays as tensors.
 //! - [`shm`]: shared-memory segments for runtimes that cannot share a process.
+//! - For extension crates (pyo3, napi-rs): [`ArgumentSpec`] checks a typed tensor argument and
+//!   says which requirement it fails, [`TensorView::describe`] names the offending value, and
+//!   [`borrow_registry`] keeps two arguments of one call from aliasing `&mut [T]`.
 //!
 //! ```
 //! use dlbridge::{export, layout::Order, DataType, Flags, ManagedTensor, Tensor};
@@ -27,9 +30,12 @@
 //! assert_eq!(t.view().to_vec::<f32>().unwrap(), [0., 1., 2., 3., 4., 5.]);
 //! ```
 
+pub mod argument_spec;
 mod bool_values;
+pub mod borrow_registry;
 pub mod buffer;
 pub mod copy;
+mod description;
 pub mod device;
 pub mod dtype;
 mod error;
@@ -46,7 +52,9 @@ mod tensor;
 mod validate;
 mod view;
 
+pub use argument_spec::{ArgumentSpec, UnmetRequirement};
 pub use buffer::AlignedBuffer;
+pub use description::Description;
 pub use device::{Device, DeviceType};
 pub use dtype::{DataType, DataTypeCode, Element};
 pub use error::{Error, Result};
