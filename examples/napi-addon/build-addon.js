@@ -30,12 +30,12 @@ let library;
 for (const line of result.stdout.split('\n')) {
   if (!line.startsWith('{')) continue;
   const message = JSON.parse(line);
-  if (message.reason === 'compiler-artifact' && message.target.name === 'tensorops') {
+  if (message.reason === 'compiler-artifact' && message.target.name === 'tensorops_node') {
     library = message.filenames.find((f) => /\.(so|dylib|dll)$/.test(f)) ?? library;
   }
 }
 if (!library) {
-  console.error('build-addon: cargo reported no cdylib for tensorops');
+  console.error('build-addon: cargo reported no cdylib for tensorops_node');
   process.exit(1);
 }
 const destination = path.join(__dirname, 'tensorops.node');
