@@ -522,48 +522,6 @@ impl<'env, T: Element, const NDIM: usize, const C: bool> JsTensorRef<'env, T, ND
     }
 }
 
-impl<'env, T: Element, const NDIM: usize, const C: bool> Deref for JsTensorRef<'env, T, NDIM, C> {
-    type Target = JsTensor<'env>;
-
-    fn deref(&self) -> &JsTensor<'env> {
-        &self.typed.tensor
-    }
-}
-
-impl<T: Element, const NDIM: usize, const C: bool> FromNapiValue for JsTensorRef<'_, T, NDIM, C> {
-    unsafe fn from_napi_value(env: sys::napi_env, value: sys::napi_value) -> napi::Result<Self> {
-        // SAFETY: napi-rs converts arguments of the running call, on its thread.
-        let typed = unsafe { Typed::extract::<T>(env, value, NDIM, C, false) };
-        Ok(JsTensorRef {
-            // SAFETY: as above.
-            typed: typed.map_err(|err| unsafe { err.throw_raw(env) })?,
-            _element: PhantomData,
-        })
-    }
-}
-
-impl<T: Element, const NDIM: usize, const C: bool> TypeName for JsTensorRef<'_, T, NDIM, C> {
-    fn type_name() -> &'static str {
-        "Tensor"
-    }
-
-    fn value_type() -> ValueType {
-        ValueType::Object
-    }
-}
-
-/// As for [`JsTensor`]: the conversion checks the argument.
-impl<T: Element, const NDIM: usize, const C: bool> ValidateNapiValue
-    for JsTensorRef<'_, T, NDIM, C>
-{
-    unsafe fn validate(
-        _env: sys::napi_env,
-        _value: sys::napi_value,
-    ) -> napi::Result<sys::napi_value> {
-        Ok(ptr::null_mut())
-    }
-}
-
 /// A writable tensor argument of element type `T` on the CPU: the checks of [`JsTensorRef`],
 /// plus: read-only tensors are refused with a `TypeError` (never lent mutably), and the memory
 /// may not overlap another typed argument of the same call (`RangeError`), so `f(a, a)` cannot
@@ -660,44 +618,57 @@ impl<'env, T: Element, const NDIM: usize, const C: bool> JsTensorMut<'env, T, ND
     }
 }
 
-impl<'env, T: Element, const NDIM: usize, const C: bool> Deref for JsTensorMut<'env, T, NDIM, C> {
-    type Target = JsTensor<'env>;
+/// The napi-rs conversions of a typed argument type: `Deref` to [`JsTensor`], extraction through
+/// [`Typed::extract`] (`writable` for [`JsTensorMut`]), and the type name and validation napi-rs
+/// asks for.
+macro_rules! typed_argument_conversions {
+    ($name:ident, writable = $writable:literal) => {
+        impl<'env, T: Element, const NDIM: usize, const C: bool> Deref for $name<'env, T, NDIM, C> {
+            type Target = JsTensor<'env>;
 
-    fn deref(&self) -> &JsTensor<'env> {
-        &self.typed.tensor
-    }
+            fn deref(&self) -> &JsTensor<'env> {
+                &self.typed.tensor
+            }
+        }
+
+        impl<T: Element, const NDIM: usize, const C: bool> FromNapiValue for $name<'_, T, NDIM, C> {
+            unsafe fn from_napi_value(
+                env: sys::napi_env,
+                value: sys::napi_value,
+            ) -> napi::Result<Self> {
+                // SAFETY: napi-rs converts arguments of the running call, on its thread.
+                let typed = unsafe { Typed::extract::<T>(env, value, NDIM, C, $writable) };
+                Ok($name {
+                    // SAFETY: as above.
+                    typed: typed.map_err(|err| unsafe { err.throw_raw(env) })?,
+                    _element: PhantomData,
+                })
+            }
+        }
+
+        impl<T: Element, const NDIM: usize, const C: bool> TypeName for $name<'_, T, NDIM, C> {
+            fn type_name() -> &'static str {
+                "Tensor"
+            }
+
+            fn value_type() -> ValueType {
+                ValueType::Object
+            }
+        }
+
+        /// As for [`JsTensor`]: the conversion checks the argument.
+        impl<T: Element, const NDIM: usize, const C: bool> ValidateNapiValue
+            for $name<'_, T, NDIM, C>
+        {
+            unsafe fn validate(
+                _env: sys::napi_env,
+                _value: sys::napi_value,
+            ) -> napi::Result<sys::napi_value> {
+                Ok(ptr::null_mut())
+            }
+        }
+    };
 }
 
-impl<T: Element, const NDIM: usize, const C: bool> FromNapiValue for JsTensorMut<'_, T, NDIM, C> {
-    unsafe fn from_napi_value(env: sys::napi_env, value: sys::napi_value) -> napi::Result<Self> {
-        // SAFETY: napi-rs converts arguments of the running call, on its thread.
-        let typed = unsafe { Typed::extract::<T>(env, value, NDIM, C, true) };
-        Ok(JsTensorMut {
-            // SAFETY: as above.
-            typed: typed.map_err(|err| unsafe { err.throw_raw(env) })?,
-            _element: PhantomData,
-        })
-    }
-}
-
-impl<T: Element, const NDIM: usize, const C: bool> TypeName for JsTensorMut<'_, T, NDIM, C> {
-    fn type_name() -> &'static str {
-        "Tensor"
-    }
-
-    fn value_type() -> ValueType {
-        ValueType::Object
-    }
-}
-
-/// As for [`JsTensor`]: the conversion checks the argument.
-impl<T: Element, const NDIM: usize, const C: bool> ValidateNapiValue
-    for JsTensorMut<'_, T, NDIM, C>
-{
-    unsafe fn validate(
-        _env: sys::napi_env,
-        _value: sys::napi_value,
-    ) -> napi::Result<sys::napi_value> {
-        Ok(ptr::null_mut())
-    }
-}
+typed_argument_conversions!(JsTensorRef, writable = false);
+typed_argument_conversions!(JsTensorMut, writable = true);
