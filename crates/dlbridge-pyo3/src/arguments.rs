@@ -229,6 +229,21 @@ impl<'py> Typed<'py> {
         })
     }
 
+    /// The elements as a slice; ValueError naming the strides unless C-contiguous.
+    fn as_slice<T: Element>(&self) -> PyResult<&[T]> {
+        self.tensor.view().as_slice::<T>().map_err(|_| {
+            PyValueError::new_err(format!(
+                "a slice needs a C-contiguous tensor, got {}",
+                self.tensor.view().describe()
+            ))
+        })
+    }
+
+    /// An ndarray view honouring the strides.
+    fn as_array<T: Element>(&self) -> PyResult<ArrayViewD<'_, T>> {
+        self.tensor.view().as_array::<T>().map_err(to_py_err)
+    }
+
     fn get<T: Element>(&self, index: &[usize]) -> PyResult<T> {
         let view = self.tensor.view();
         let offset = element_offset(&view, index)?;
@@ -294,42 +309,17 @@ impl<'py, T: Element, const NDIM: usize, const C: bool> PyTensorRef<'py, T, NDIM
     /// The elements as a slice, for C-contiguous tensors (always, when `C_CONTIGUOUS`);
     /// ValueError naming the strides otherwise.
     pub fn as_slice(&self) -> PyResult<&[T]> {
-        self.typed.tensor.view().as_slice::<T>().map_err(|_| {
-            PyValueError::new_err(format!(
-                "a slice needs a C-contiguous tensor, got {}",
-                self.typed.tensor.view().describe()
-            ))
-        })
+        self.typed.as_slice()
     }
 
     /// An ndarray view honouring the strides (negative and zero strides included).
     pub fn as_array(&self) -> PyResult<ArrayViewD<'_, T>> {
-        self.typed.tensor.view().as_array::<T>().map_err(to_py_err)
+        self.typed.as_array()
     }
 
     /// The element at `index` (one index per dimension); IndexError when out of bounds.
     pub fn get(&self, index: &[usize]) -> PyResult<T> {
         self.typed.get(index)
-    }
-}
-
-impl<'py, T: Element, const NDIM: usize, const C: bool> Deref for PyTensorRef<'py, T, NDIM, C> {
-    type Target = PyTensor<'py>;
-
-    #[inline]
-    fn deref(&self) -> &PyTensor<'py> {
-        &self.typed.tensor
-    }
-}
-
-impl<'a, 'py, T: Element, const NDIM: usize, const C: bool> FromPyObject<'a, 'py>
-    for PyTensorRef<'py, T, NDIM, C>
-{
-    type Error = PyErr;
-
-    #[inline]
-    fn extract(obj: Borrowed<'a, 'py, PyAny>) -> PyResult<Self> {
-        PyTensorRef::new(&obj)
     }
 }
 
@@ -369,12 +359,7 @@ impl<'py, T: Element, const NDIM: usize, const C: bool> PyTensorMut<'py, T, NDIM
 
     /// The elements as a slice (C-contiguous tensors only, as [`PyTensorRef::as_slice`]).
     pub fn as_slice(&self) -> PyResult<&[T]> {
-        self.typed.tensor.view().as_slice::<T>().map_err(|_| {
-            PyValueError::new_err(format!(
-                "a slice needs a C-contiguous tensor, got {}",
-                self.typed.tensor.view().describe()
-            ))
-        })
+        self.typed.as_slice()
     }
 
     /// The elements as a mutable slice (C-contiguous tensors only).
@@ -392,7 +377,7 @@ impl<'py, T: Element, const NDIM: usize, const C: bool> PyTensorMut<'py, T, NDIM
 
     /// An ndarray view honouring the strides.
     pub fn as_array(&self) -> PyResult<ArrayViewD<'_, T>> {
-        self.typed.tensor.view().as_array::<T>().map_err(to_py_err)
+        self.typed.as_array()
     }
 
     /// A mutable ndarray view honouring the strides; ValueError for broadcast (overlapping)
@@ -426,22 +411,31 @@ impl<'py, T: Element, const NDIM: usize, const C: bool> PyTensorMut<'py, T, NDIM
     }
 }
 
-impl<'py, T: Element, const NDIM: usize, const C: bool> Deref for PyTensorMut<'py, T, NDIM, C> {
-    type Target = PyTensor<'py>;
+/// The pyo3 conversions of a typed argument type: `Deref` to [`PyTensor`] and extraction
+/// through its `new`.
+macro_rules! typed_argument_conversions {
+    ($name:ident) => {
+        impl<'py, T: Element, const NDIM: usize, const C: bool> Deref for $name<'py, T, NDIM, C> {
+            type Target = PyTensor<'py>;
 
-    #[inline]
-    fn deref(&self) -> &PyTensor<'py> {
-        &self.typed.tensor
-    }
+            #[inline]
+            fn deref(&self) -> &PyTensor<'py> {
+                &self.typed.tensor
+            }
+        }
+
+        impl<'a, 'py, T: Element, const NDIM: usize, const C: bool> FromPyObject<'a, 'py>
+            for $name<'py, T, NDIM, C>
+        {
+            type Error = PyErr;
+
+            #[inline]
+            fn extract(obj: Borrowed<'a, 'py, PyAny>) -> PyResult<Self> {
+                $name::new(&obj)
+            }
+        }
+    };
 }
 
-impl<'a, 'py, T: Element, const NDIM: usize, const C: bool> FromPyObject<'a, 'py>
-    for PyTensorMut<'py, T, NDIM, C>
-{
-    type Error = PyErr;
-
-    #[inline]
-    fn extract(obj: Borrowed<'a, 'py, PyAny>) -> PyResult<Self> {
-        PyTensorMut::new(&obj)
-    }
-}
+typed_argument_conversions!(PyTensorRef);
+typed_argument_conversions!(PyTensorMut);
