@@ -92,6 +92,7 @@ mod export;
 mod import;
 pub mod producer;
 mod pybox;
+mod solid_base;
 mod symbols;
 mod types;
 
