@@ -6,6 +6,7 @@ import ctypes
 import subprocess
 import sys
 import threading
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -445,7 +446,7 @@ def test_copied_table_whose_code_crashes_on_foreign_objects_is_never_called():
     code = (
         "import ctypes, os, signal, sys\n"
         "import numpy as np, dlbridge\n"
-        f"sys.path.insert(0, {str(__import__('pathlib').Path(__file__).parent)!r})\n"
+        f"sys.path.insert(0, {str(Path(__file__).parent)!r})\n"
         "from test_exchange_api import FROM_PY_OBJECT, capsule_of, fake_table\n"
         "def crash(obj, out):\n"
         "    os.kill(os.getpid(), signal.SIGSEGV)\n"
