@@ -364,8 +364,8 @@ def test_pure_python_integer_table_does_not_crash_the_interpreter(name):
 
 
 class Borrowed:
-    """Publishes dlbridge's table for objects that are not dlbridge tensors: the table refuses them
-    and __dlpack__ decides."""
+    """Publishes dlbridge's table for objects that are not dlbridge tensors: the table's code is
+    not where the class's instances are laid out, so it is never called and __dlpack__ decides."""
 
     __dlpack_c_exchange_api__ = dlbridge.Tensor.__dlpack_c_exchange_api__
 
@@ -376,7 +376,7 @@ class Borrowed:
         return self.array.__dlpack__(**kwargs)
 
 
-def test_failing_fast_path_falls_back_to_dunder_dlpack():
+def test_borrowed_table_falls_back_to_dunder_dlpack():
     a = np.arange(4)
     assert dlbridge.from_dlpack(Borrowed(a)).data_ptr == np_ptr(a)
 

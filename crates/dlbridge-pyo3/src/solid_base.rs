@@ -78,15 +78,18 @@ fn layout(ty: &Bound<'_, PyType>) -> Layout {
     };
     let mut current = ty.as_ptr().cast::<ffi::PyTypeObject>();
     while !current.is_null() {
-        // SAFETY: `current` is `ty` or one of its `tp_base`s, live type objects while `ty` is;
-        // PyType_GetSlot reads static types' slots too from Python 3.10 on (this crate needs
-        // 3.11), and these two slots never raise.
+        // SAFETY: `current` is `ty` or one of its `tp_base`s, live type objects while `ty` is,
+        // and the GIL is held. PyType_GetSlot reads static types' slots too from Python 3.10 on;
+        // before, it raises SystemError for them, which is taken below.
         let (dealloc, base) = unsafe {
             (
                 ffi::PyType_GetSlot(current, ffi::Py_tp_dealloc),
                 ffi::PyType_GetSlot(current, ffi::Py_tp_base),
             )
         };
+        if PyErr::take(ty.py()).is_some() {
+            return Layout::Unknown;
+        }
         let Some(object) = shared_object(dealloc) else {
             return Layout::Unknown;
         };
