@@ -411,7 +411,7 @@ def run_evil(base, dunder):
             if dunder
             else ""
         )
-        + "x = np.ndarray.__new__(Evil, (3,), np.int64) if issubclass(Evil, np.ndarray) else Evil()\n"
+        + "x = np.zeros(3).view(Evil) if issubclass(Evil, np.ndarray) else Evil()\n"
         "print('fast path:', dlbridge._dlbridge._testing.takes_exchange_api(x))\n"
         "try:\n    print('imported', dlbridge.from_dlpack(x).shape)\n"
         "except TypeError as e:\n    print('TypeError:', e)\n"
