@@ -1,11 +1,12 @@
 //! `dlbridge._testing`: a producer of DLPack capsules whose deleter counts its calls, for tests
 //! that must see a deleter run exactly once, and for capsules with deliberately odd or invalid
-//! metadata that no real library produces; and the import without its fast paths, for the
-//! benchmark. Built only with the cargo feature `testing` (test builds), never shipped.
+//! metadata that no real library produces; the import without its fast paths, for the
+//! benchmark; and whether a type's exchange API is trusted. Built only with the cargo feature `testing` (test builds), never shipped.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use dlbridge::{export, AsTensorView, DataType, Flags, TensorView};
+use dlbridge_pyo3::consumer::{producer_type, ExchangeApi};
 use pyo3::prelude::*;
 
 use crate::capsule::{into_capsule, Export};
@@ -162,11 +163,19 @@ fn from_dlpack_without_fast_paths<'py>(x: &Bound<'py, PyAny>) -> PyResult<Bound<
     consumer::from_dlpack(x.py(), x, request, false)
 }
 
+/// Whether `from_dlpack(x)` first tries the C exchange API of `x`'s type (whose table is valid
+/// and comes from the shared object that lays out its instances). Only looks the type up.
+#[pyfunction]
+fn takes_exchange_api(x: &Bound<'_, PyAny>) -> bool {
+    matches!(producer_type(x).exchange_api(), ExchangeApi::Usable(_))
+}
+
 /// Builds the `_testing` submodule.
 pub(crate) fn module(py: Python<'_>) -> PyResult<Bound<'_, PyModule>> {
     let m = PyModule::new(py, "_testing")?;
     m.add_function(wrap_pyfunction!(counting_capsule, &m)?)?;
     m.add_function(wrap_pyfunction!(deleter_calls, &m)?)?;
     m.add_function(wrap_pyfunction!(from_dlpack_without_fast_paths, &m)?)?;
+    m.add_function(wrap_pyfunction!(takes_exchange_api, &m)?)?;
     Ok(m)
 }

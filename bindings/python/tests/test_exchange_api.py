@@ -6,13 +6,14 @@ import ctypes
 import subprocess
 import sys
 import threading
+from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 
 import dlbridge
-from helpers import np_ptr
+from helpers import np_ptr, testing
 
 
 class DLPackVersion(ctypes.Structure):
@@ -363,8 +364,8 @@ def test_pure_python_integer_table_does_not_crash_the_interpreter(name):
 
 
 class Borrowed:
-    """Publishes dlbridge's table for objects that are not dlbridge tensors: the table refuses them
-    and __dlpack__ decides."""
+    """Publishes dlbridge's table for objects that are not dlbridge tensors: the table's code is
+    not where the class's instances are laid out, so it is never called and __dlpack__ decides."""
 
     __dlpack_c_exchange_api__ = dlbridge.Tensor.__dlpack_c_exchange_api__
 
@@ -375,7 +376,7 @@ class Borrowed:
         return self.array.__dlpack__(**kwargs)
 
 
-def test_failing_fast_path_falls_back_to_dunder_dlpack():
+def test_borrowed_table_falls_back_to_dunder_dlpack():
     a = np.arange(4)
     assert dlbridge.from_dlpack(Borrowed(a)).data_ptr == np_ptr(a)
 
@@ -384,3 +385,114 @@ def test_our_own_tensors_use_our_table():
     t = dlbridge.arange(3)
     u = dlbridge.from_dlpack(t)
     assert u.data_ptr == t.data_ptr and u.tolist() == t.tolist()
+
+
+EVIL_BASES = {
+    "class": "",
+    "int": "(int)",
+    "ndarray": "(np.ndarray)",
+}
+EVIL_LAYOUT = {
+    "class": "the Python interpreter",
+    "int": "the Python interpreter",
+}
+
+
+def run_evil(base, dunder):
+    """Runs, in a child interpreter, an import of an instance of a class that copies torch's table
+    (the table must not be handed such an object: torch's code would crash on it)."""
+    code = (
+        "import numpy as np, torch, dlbridge\n"
+        f"class Evil{EVIL_BASES[base]}:\n"
+        "    __dlpack_c_exchange_api__ = torch.Tensor.__dlpack_c_exchange_api__\n"
+        + (
+            "    def __dlpack__(self, **kwargs):\n"
+            "        return np.arange(3).__dlpack__(**kwargs)\n"
+            if dunder
+            else ""
+        )
+        + "x = np.zeros(3).view(Evil) if issubclass(Evil, np.ndarray) else Evil()\n"
+        "print('fast path:', dlbridge._dlbridge._testing.takes_exchange_api(x))\n"
+        "try:\n    print('imported', dlbridge.from_dlpack(x).shape)\n"
+        "except TypeError as e:\n    print('TypeError:', e)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+@pytest.mark.parametrize("base", ["class", "int"])
+def test_copied_torch_table_without_dunder_dlpack_is_a_type_error_not_a_crash(base):
+    out = run_evil(base, dunder=False)
+    assert "fast path: False" in out
+    assert (
+        "TypeError: cannot import a Evil: its type publishes __dlpack_c_exchange_api__ = a table "
+        "whose code lives in libtorch_python"
+    ) in out
+    assert f"while Evil's instances are laid out by {EVIL_LAYOUT[base]}" in out
+    assert "and has no __dlpack__ method" in out
+
+
+@pytest.mark.parametrize("base", ["class", "int", "ndarray"])
+def test_copied_torch_table_with_dunder_dlpack_goes_through_dunder_dlpack(base):
+    out = run_evil(base, dunder=True)
+    assert "fast path: False" in out
+    assert "imported (3,)" in out
+
+
+def test_copied_table_whose_code_crashes_on_foreign_objects_is_never_called():
+    """A producer whose entry point trusts its argument to be its own tensor (simulated: it
+    kills the process with SIGSEGV) must never see an object of another layout."""
+    code = (
+        "import ctypes, os, signal, sys\n"
+        "import numpy as np, dlbridge\n"
+        f"sys.path.insert(0, {str(Path(__file__).parent)!r})\n"
+        "from test_exchange_api import FROM_PY_OBJECT, capsule_of, fake_table\n"
+        "def crash(obj, out):\n"
+        "    os.kill(os.getpid(), signal.SIGSEGV)\n"
+        "entry = FROM_PY_OBJECT(crash)\n"
+        "api = fake_table(1, entries=True)\n"
+        "api.managed_tensor_from_py_object_no_sync = ctypes.cast(entry, ctypes.c_void_p)\n"
+        "class Evil:\n"
+        "    __dlpack_c_exchange_api__ = capsule_of(api)\n"
+        "    def __dlpack__(self, **kwargs):\n"
+        "        return np.arange(3).__dlpack__(**kwargs)\n"
+        "print('imported', dlbridge.from_dlpack(Evil()).shape)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert "imported (3,)" in done.stdout
+
+
+class TorchSubclass(torch.Tensor):
+    pass
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: torch.arange(4.0),
+        lambda: torch.arange(4.0).as_subclass(TorchSubclass),
+        lambda: torch.nn.Parameter(torch.arange(4.0)),
+        lambda: torch.nn.Parameter(torch.arange(4.0), requires_grad=False),
+    ],
+    ids=["tensor", "subclass", "parameter", "frozen-parameter"],
+)
+def test_torch_tensors_keep_the_exchange_api_fast_path(make, monkeypatch):
+    x = make()
+    assert testing.takes_exchange_api(x)
+
+    def refuse(self, *args, **kwargs):
+        raise AssertionError("__dlpack__ must not be called")
+
+    monkeypatch.setattr(torch.Tensor, "__dlpack__", refuse)
+    t = dlbridge.from_dlpack(x)
+    assert t.data_ptr == x.data_ptr() and t.tolist() == [0.0, 1.0, 2.0, 3.0]
+
+
+def test_our_tensors_keep_the_exchange_api_fast_path():
+    assert testing.takes_exchange_api(dlbridge.arange(3))
+
+
+def test_borrowed_tables_are_not_trusted():
+    assert not testing.takes_exchange_api(Borrowed(np.arange(3)))

@@ -4,7 +4,9 @@
 //! Only what producers publish is accepted: a capsule named "dlpack_exchange_api" (which only C
 //! code can make) holding a table of major version 1 whose required entries are non-NULL. An
 //! integer address (the older `__c_dlpack_exchange_api__` spelling's form) is refused: any
-//! Python code can forge one.
+//! Python code can forge one. A valid table is used only for types whose instances are laid out
+//! by the shared object its code comes from (see [`solid_base`](crate::solid_base)): pure Python
+//! can copy a table onto any class, but not make that class's instances the table's tensors.
 
 use std::ffi::{c_int, c_void, CStr};
 use std::ptr;
@@ -18,6 +20,7 @@ use pyo3::types::{PyCapsule, PyType};
 
 use crate::errors::to_py_err;
 use crate::import::interned;
+use crate::solid_base;
 
 /// Capsule name of an exchange API table.
 pub const CAPSULE_NAME: &CStr = c"dlpack_exchange_api";
@@ -95,7 +98,9 @@ pub(crate) fn probe(ty: &Bound<'_, PyType>) -> ExchangeApi {
         let Ok(value) = ty.getattr(name.bind(py)) else {
             continue;
         };
-        match read_table(&value) {
+        match read_table(&value)
+            .and_then(|entry| solid_base::check_entry(ty, entry).map(|()| entry))
+        {
             Ok(from_py_object) => {
                 return ExchangeApi::Usable(ExchangeEntry {
                     from_py_object,

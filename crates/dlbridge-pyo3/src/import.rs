@@ -110,10 +110,18 @@ fn import_dlpack(obj: &Bound<'_, PyAny>, info: &TypeInfo) -> PyResult<ManagedTen
     let name = interned(obj.py()).dlpack.bind(obj.py());
     let capsule = match call_dunder_dlpack(obj, &[], None) {
         Err(err) if err.is_instance_of::<PyAttributeError>(obj.py()) => {
+            let published = match &info.exchange_api {
+                ExchangeApi::Unusable(what) => format!(
+                    ", whose type publishes {what} (no DLPack exchange API table usable for its \
+                     instances)"
+                ),
+                _ => String::new(),
+            };
             return Err(PyTypeError::new_err(format!(
-                "expected a DLPack tensor (an object with {name}, or a DLPack capsule), got {}",
+                "expected a DLPack tensor (an object with {name}, or a DLPack capsule), got {}\
+                 {published}",
                 obj.get_type().name()?
-            )))
+            )));
         }
         other => other?,
     };

@@ -34,7 +34,9 @@
 //! ## What an argument accepts
 //! A `dltensor_versioned` or `dltensor` capsule (consumed), an instance of a type publishing the
 //! C exchange API `__dlpack_c_exchange_api__` (torch, dlbridge: one C call, looked up once per
-//! type), or any object with `__dlpack__`, called as `__dlpack__(max_version=(1, 3))` in one
+//! type, and used only when the table's code comes from the shared object that lays out the
+//! type's instances, so a table copied onto another class is never called), or any object with
+//! `__dlpack__`, called as `__dlpack__(max_version=(1, 3))` in one
 //! vectorcall (legacy producers are retried without `max_version`; a legacy capsule's
 //! read-only-ness is asked through the buffer protocol). The producer's deleter runs exactly
 //! once, when the argument drops.
@@ -92,6 +94,7 @@ mod export;
 mod import;
 pub mod producer;
 mod pybox;
+mod solid_base;
 mod symbols;
 mod types;
 

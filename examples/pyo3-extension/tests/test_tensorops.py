@@ -302,3 +302,40 @@ def test_types_whose_buffers_differ_from_dlpack_keep_asking_dlpack():
     a = np.arange(4, dtype=np.float32).view(ScaledArray)
     assert [tensorops.sum(a) for _ in range(3)] == [60.0] * 3
     assert [tensorops.length(a) for _ in range(2)] == [4, 4]
+
+
+@pytest.mark.parametrize("base", ["", "(int)"], ids=["class", "int"])
+def test_a_copied_exchange_api_table_is_refused_not_called(base):
+    """A class copying torch's exchange API table is no torch tensor: the table is never handed
+    its instances (torch's code could crash on them); a typed argument raises TypeError, or takes
+    the class's own __dlpack__."""
+    script = f"""
+import numpy as np, torch, tensorops
+class Evil{base}:
+    __dlpack_c_exchange_api__ = torch.Tensor.__dlpack_c_exchange_api__
+try:
+    tensorops.length(Evil())
+except TypeError as e:
+    print("TypeError:", e)
+class WithDunder{base}:
+    __dlpack_c_exchange_api__ = torch.Tensor.__dlpack_c_exchange_api__
+    def __dlpack__(self, **kwargs):
+        return np.arange(3, dtype=np.float32).__dlpack__(**kwargs)
+print("length", tensorops.length(WithDunder()))
+"""
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert "TypeError: expected a DLPack tensor" in out.stdout
+    published = "got Evil, whose type publishes __dlpack_c_exchange_api__ = a table whose code"
+    assert published in out.stdout
+    assert "laid out by the Python interpreter" in out.stdout
+    assert "length 3" in out.stdout
+
+
+def test_torch_tensors_still_take_the_exchange_api(monkeypatch):
+    def refuse(self, *args, **kwargs):
+        raise AssertionError("__dlpack__ must not be called")
+
+    monkeypatch.setattr(torch.Tensor, "__dlpack__", refuse)
+    assert tensorops.length(torch.ones(4)) == 4
+    assert tensorops.length(torch.nn.Parameter(torch.ones(5))) == 5
