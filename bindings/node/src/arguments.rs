@@ -14,20 +14,8 @@ const MAX_SAFE_INTEGER: f64 = 9_007_199_254_740_991.0;
 
 /// A short description of a value for messages: its type, and its value for scalars.
 pub(crate) fn describe(value: Handle<'_>) -> String {
-    match value.js_type() {
-        JsType::Number => format!("the number {}", value.number_value().unwrap_or(f64::NAN)),
-        JsType::BigInt => match value.bigint_i64() {
-            Some((v, true)) => format!("the bigint {v}n"),
-            _ => "a bigint out of 64-bit range".to_owned(),
-        },
-        JsType::String => format!("the string {:?}", value.string_value().unwrap_or_default()),
-        JsType::Boolean => format!("{}", value.bool_value().unwrap_or_default()),
-        JsType::Object if value.is_dataview() => "a DataView".to_owned(),
-        JsType::Object if value.is_arraybuffer() => "an ArrayBuffer".to_owned(),
-        JsType::Object if value.is_array() => "an array".to_owned(),
-        JsType::Object => "an object".to_owned(),
-        other => other.name().to_owned(),
-    }
+    // SAFETY: a Handle is a live value of the current call's environment, on its thread.
+    unsafe { dlbridge_napi::describe_value(value.env_raw(), value.raw()) }
 }
 
 /// An integer argument (`what` names it in messages).

@@ -77,22 +77,6 @@ impl JsType {
             _ => JsType::Object,
         }
     }
-
-    /// The `typeof`-style name.
-    pub(crate) fn name(self) -> &'static str {
-        match self {
-            JsType::Undefined => "undefined",
-            JsType::Null => "null",
-            JsType::Boolean => "boolean",
-            JsType::Number => "number",
-            JsType::String => "string",
-            JsType::Symbol => "symbol",
-            JsType::Object => "object",
-            JsType::Function => "function",
-            JsType::External => "external",
-            JsType::BigInt => "bigint",
-        }
-    }
 }
 
 /// Fails with the status's Node-API description.
@@ -319,6 +303,11 @@ impl<'env> Handle<'env> {
         self.value
     }
 
+    /// The raw environment the value belongs to.
+    pub(crate) fn env_raw(self) -> sys::napi_env {
+        self.env
+    }
+
     /// The raw value (to return it through napi-rs).
     pub(crate) fn into_unknown(self) -> Unknown<'env> {
         // SAFETY: a value of the current call's env (Handle invariant).
@@ -380,27 +369,11 @@ impl<'env> Handle<'env> {
         }))
     }
 
-    /// Whether this is a DataView.
-    pub(crate) fn is_dataview(self) -> bool {
-        let mut result = false;
-        // SAFETY: live env and value.
-        unsafe { sys::napi_is_dataview(self.env, self.value, &mut result) };
-        result
-    }
-
     /// Whether this is an array.
     pub(crate) fn is_array(self) -> bool {
         let mut result = false;
         // SAFETY: live env and value.
         unsafe { sys::napi_is_array(self.env, self.value, &mut result) };
-        result
-    }
-
-    /// Whether this is an ArrayBuffer (not a SharedArrayBuffer).
-    pub(crate) fn is_arraybuffer(self) -> bool {
-        let mut result = false;
-        // SAFETY: live env and value.
-        unsafe { sys::napi_is_arraybuffer(self.env, self.value, &mut result) };
         result
     }
 

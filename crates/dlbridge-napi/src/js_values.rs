@@ -2,11 +2,13 @@
 
 use napi::sys;
 
-/// "the number 3", "the string \"x\"", "an array", "a DataView", "an object", "undefined", …
+/// A short description of any JS value for error messages, read without running JavaScript:
+/// "the number 3", "the string \"x\"", "the bigint 5n", "an array", "a DataView", "an object",
+/// "undefined", … (strings are cut at 64 bytes).
 ///
 /// # Safety
-/// `env` and `value` are live handles of the current call.
-pub(crate) unsafe fn describe_value(env: sys::napi_env, value: sys::napi_value) -> String {
+/// `env` and `value` are live handles of the current call, on the environment's thread.
+pub unsafe fn describe_value(env: sys::napi_env, value: sys::napi_value) -> String {
     let mut kind = sys::ValueType::napi_undefined;
     // SAFETY: live env and value (caller's contract).
     unsafe { sys::napi_typeof(env, value, &mut kind) };
@@ -52,7 +54,16 @@ pub(crate) unsafe fn describe_value(env: sys::napi_env, value: sys::napi_value) 
         V::napi_symbol => "a symbol".to_owned(),
         V::napi_function => "a function".to_owned(),
         V::napi_external => "an external".to_owned(),
-        V::napi_bigint => "a bigint".to_owned(),
+        V::napi_bigint => {
+            let (mut v, mut lossless) = (0i64, false);
+            // SAFETY: live env, a BigInt.
+            unsafe { sys::napi_get_value_bigint_int64(env, value, &mut v, &mut lossless) };
+            if lossless {
+                format!("the bigint {v}n")
+            } else {
+                "a bigint out of 64-bit range".to_owned()
+            }
+        }
         _ if is!(napi_is_array) => "an array".to_owned(),
         _ if is!(napi_is_dataview) => "a DataView".to_owned(),
         _ if is!(napi_is_arraybuffer) => "an ArrayBuffer".to_owned(),
