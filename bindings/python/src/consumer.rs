@@ -77,14 +77,13 @@ pub(crate) fn from_dlpack<'py>(
     // producer's `__dlpack__` gets the final word (and raises its own, canonical errors).
     let producer = fast_paths.then(|| producer_type(x));
     let published = producer.as_ref().map(|p| p.exchange_api());
+    let mut source = None;
     if let Some(ExchangeApi::Usable(entry)) = published {
-        let fast = entry
-            .import(x)
-            .ok()
-            .filter(|m| !entry.conjugated(x, m))
-            .filter(|m| request.accepts(m));
-        if let Some(managed) = fast {
-            return finish(py, TensorData::Imported(managed), request);
+        if let Ok(managed) = entry.import(x) {
+            if !entry.conjugated(x, &managed) && request.accepts(&managed) {
+                return finish(py, TensorData::Imported(managed), request);
+            }
+            source = Some(Source::of(&managed));
         }
     }
     let plain = request.device.is_none() && request.copy != Some(true);
@@ -101,11 +100,59 @@ pub(crate) fn from_dlpack<'py>(
             capsule.get_type().name()?
         )));
     }
-    let managed = consume_capsule(&capsule, || declares_read_only(x))?;
+    let mut managed = consume_capsule(&capsule, || declares_read_only(x))?;
     if let Some(producer) = buffers {
         producer.verify_buffers(x, &managed);
     }
+    if !plain && !dlbridge::AsTensorView::view(&managed).is_copied() {
+        let source = source.or_else(|| request.device.and_then(|_| Source::device_of(x)));
+        if source.is_some_and(|s| s.differs_from(&managed)) {
+            managed.mark_copied();
+        }
+    }
     finish(py, TensorData::Imported(managed), request)
+}
+
+/// Where a producer's data lives before any copy it makes on request: its device and, when a
+/// zero-copy import showed it, the address of element 0. Compared with what `__dlpack__`
+/// returned for a `device` or `copy=True` request, it reveals copies made without the IS_COPIED
+/// flag (torch never sets it), so that `copied` tells the truth and `copy=False` is enforced.
+#[derive(Debug, Clone, Copy)]
+struct Source {
+    device: Device,
+    data: Option<usize>,
+}
+
+impl Source {
+    /// The source as a zero-copy import shows it.
+    fn of(managed: &ManagedTensor) -> Self {
+        let view = dlbridge::AsTensorView::view(managed);
+        Source {
+            device: view.device(),
+            data: Some(view.data_ptr() as usize),
+        }
+    }
+
+    /// The producer's device, from `x.__dlpack_device__()`; `None` when it has none or answers
+    /// something that is not a device (the import then relies on the producer's flags alone).
+    fn device_of(x: &Bound<'_, PyAny>) -> Option<Self> {
+        let (kind, id): (i32, i32) = x.call_method0("__dlpack_device__").ok()?.extract().ok()?;
+        let raw = dlbridge::ffi::DLDevice {
+            device_type: kind,
+            device_id: id,
+        };
+        let device = Device::from_raw(raw).ok()?;
+        Some(Source { device, data: None })
+    }
+
+    /// Whether `managed` is not this source's memory.
+    fn differs_from(&self, managed: &ManagedTensor) -> bool {
+        let view = dlbridge::AsTensorView::view(managed);
+        view.device() != self.device
+            || self
+                .data
+                .is_some_and(|data| data != view.data_ptr() as usize)
+    }
 }
 
 /// The error for an object whose `__dlpack__` call failed: when its type publishes an unusable

@@ -131,6 +131,14 @@ impl ManagedTensor {
     pub fn is_legacy(&self) -> bool {
         matches!(self.raw, Raw::Legacy(_))
     }
+
+    /// Records that the producer copied the data without flagging it `IS_COPIED` (torch makes
+    /// copies on request, e.g. for `copy=True` or another `dl_device`, and never sets the flag):
+    /// the importer, which saw the original memory, knows better. The producer's struct is not
+    /// written.
+    pub fn mark_copied(&mut self) {
+        self.flags |= Flags::IS_COPIED;
+    }
 }
 
 impl AsTensorView for ManagedTensor {
