@@ -13,14 +13,16 @@
 //!    interned keyword names; a TypeError that is about the signature (an old producer without
 //!    `max_version`) is retried as `x.__dlpack__()` when no device or copy was requested.
 //!
-//! The result owns the producer's tensor (or buffer); its deleter runs once, when the Tensor
-//! dies.
+//! A tensor that requires grad (torch) is imported read-only whatever the route: autograd tracks
+//! its memory. The result owns the producer's tensor (or buffer); its deleter runs once, when the
+//! Tensor dies.
 
 use std::ptr;
 
 use dlbridge::{Device, ManagedTensor, Order};
 use dlbridge_pyo3::consumer::{
-    call_dunder_dlpack, consume_capsule, declares_read_only, is_capsule, producer_type, ExchangeApi,
+    call_dunder_dlpack, consume_capsule, declares_read_only, is_capsule, producer_type,
+    ExchangeApi, ProducerType,
 };
 use pyo3::exceptions::PyAttributeError;
 use pyo3::ffi;
@@ -75,8 +77,8 @@ pub(crate) fn from_dlpack<'py>(
     }
     // The fast paths are optimisations only: if they fail, or cannot honour the request, the
     // producer's `__dlpack__` gets the final word (and raises its own, canonical errors).
-    let producer = fast_paths.then(|| producer_type(x));
-    let published = producer.as_ref().map(|p| p.exchange_api());
+    let producer = producer_type(x);
+    let published = fast_paths.then(|| producer.exchange_api());
     if let Some(ExchangeApi::Usable(entry)) = published {
         let fast = entry
             .import(x)
@@ -84,11 +86,11 @@ pub(crate) fn from_dlpack<'py>(
             .filter(|m| !entry.conjugated(x, m))
             .filter(|m| request.accepts(m));
         if let Some(managed) = fast {
-            return finish(py, TensorData::Imported(managed), request);
+            return finish(py, guard_grad(&producer, x, managed), request);
         }
     }
-    let plain = request.device.is_none() && request.copy != Some(true);
-    let buffers = producer.as_ref().filter(|_| plain);
+    let plain = fast_paths && request.device.is_none() && request.copy != Some(true);
+    let buffers = Some(&producer).filter(|_| plain);
     if let Some(buffer) = buffers.and_then(|p| p.lend_buffer(x)) {
         return finish(py, TensorData::Lent(buffer), request);
     }
@@ -105,7 +107,20 @@ pub(crate) fn from_dlpack<'py>(
     if let Some(producer) = buffers {
         producer.verify_buffers(x, &managed);
     }
-    finish(py, TensorData::Imported(managed), request)
+    finish(py, guard_grad(&producer, x, managed), request)
+}
+
+/// `managed`, marked read-only when `x` requires grad (whatever its producer said: torch's
+/// exchange API hands such tensors out writable, and a write would bypass autograd).
+fn guard_grad(
+    producer: &ProducerType,
+    x: &Bound<'_, PyAny>,
+    mut managed: ManagedTensor,
+) -> TensorData {
+    if producer.requires_grad(x) {
+        managed.mark_read_only();
+    }
+    TensorData::Imported(managed)
 }
 
 /// The error for an object whose `__dlpack__` call failed: when its type publishes an unusable

@@ -47,6 +47,8 @@ fn _dlbridge(m: &Bound<'_, PyModule>) -> PyResult<()> {
     interned::init(py)?;
     let ty = tensor::create_type(py)?;
     exchange_api::install(&ty)?;
+    // Immutable once its class attributes are set: no `__new__` or other slot can be replaced.
+    dlbridge_pyo3::make_immutable(&ty)?;
     m.add("Tensor", ty)?;
     consumer::install(m)?;
     m.add_function(wrap_pyfunction!(constructors::empty, m)?)?;
