@@ -46,7 +46,7 @@ pub fn make_immutable(ty: &Bound<'_, PyType>) -> PyResult<()> {
     if let Some(freeze) = lookup_symbol(c"PyType_Freeze") {
         // SAFETY: CPython's `int PyType_Freeze(PyTypeObject *)`, called with the GIL held on a
         // live type.
-        let status = unsafe { std::mem::transmute::<_, FreezeFn>(freeze)(raw) };
+        let status = unsafe { std::mem::transmute::<*mut std::ffi::c_void, FreezeFn>(freeze)(raw) };
         return if status == 0 {
             Ok(())
         } else {
