@@ -135,8 +135,8 @@ test('null and undefined arguments are coded TypeErrors like any other wrong arg
   // Node's own "Cannot convert undefined or null to object" must not leak out without a code.
   for (const [value, name] of [[null, /got null/], [undefined, /got undefined/]]) {
     assertThrows(() => tensorops.sum(value), TypeError, 'ERR_DLBRIDGE_INVALID_ARGUMENT', name);
-    assertThrows(() => tensorops.scale(value, 2), TypeError, 'ERR_DLBRIDGE_INVALID_ARGUMENT', name);
-    assertThrows(() => tensorops.add(new Float32Array(2), value), TypeError, 'ERR_DLBRIDGE_INVALID_ARGUMENT', name);
+    assertThrows(() => tensorops.scale_(value, 2), TypeError, 'ERR_DLBRIDGE_INVALID_ARGUMENT', name);
+    assertThrows(() => tensorops.add_(new Float32Array(2), value), TypeError, 'ERR_DLBRIDGE_INVALID_ARGUMENT', name);
     assertThrows(() => tensorops.trace(value), TypeError, 'ERR_DLBRIDGE_INVALID_ARGUMENT', name);
     assertThrows(() => tensorops.first(value), TypeError, 'ERR_DLBRIDGE_INVALID_ARGUMENT', name);
   }
