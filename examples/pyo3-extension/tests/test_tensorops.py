@@ -418,6 +418,7 @@ print(r.shape)
     assert out.returncode == 0, out.stderr
     assert out.stdout.splitlines() == [
         "refused: cannot set '__new__' attribute of immutable type 'dlbridge_pyo3.Tensor'",
-        "refused: cannot create 'dlbridge_pyo3.Tensor' instances",
+        "refused: object.__new__(dlbridge_pyo3.Tensor) is not safe, use "
+        "dlbridge_pyo3.Tensor.__new__()",
         "[3]",
     ]
