@@ -268,3 +268,40 @@ def test_tensors_without_grad_stay_writable():
         assert x[0].item() == 7
     with torch.no_grad():
         assert dlbridge.from_dlpack(leaf).readonly  # no_grad does not change requires_grad
+
+
+class AlwaysTracked(torch.Tensor):
+    @property
+    def requires_grad(self):
+        return True
+
+
+class Unreadable(torch.Tensor):
+    @property
+    def requires_grad(self):
+        raise RuntimeError("no answer")
+
+
+class PlainProducer:
+    """Not torch: a class attribute, looked up per instance (here shadowed by one instance)."""
+
+    requires_grad = True
+
+    def __init__(self, a):
+        self.a = a
+
+    def __dlpack__(self, **kwargs):
+        return self.a.__dlpack__(**kwargs)
+
+    def __dlpack_device__(self):
+        return (1, 0)
+
+
+def test_every_way_of_answering_requires_grad_is_honoured():
+    assert dlbridge.from_dlpack(torch.ones(2).as_subclass(AlwaysTracked)).readonly
+    # An answer that cannot be read counts as "requires grad": read-only, never writable.
+    assert dlbridge.from_dlpack(torch.ones(2).as_subclass(Unreadable)).readonly
+    assert dlbridge.from_dlpack(PlainProducer(np.ones(2))).readonly
+    untracked = PlainProducer(np.ones(2))
+    untracked.requires_grad = False
+    assert not dlbridge.from_dlpack(untracked).readonly

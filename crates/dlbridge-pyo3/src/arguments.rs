@@ -13,9 +13,10 @@ use ndarray::{ArrayViewD, ArrayViewMutD};
 use pyo3::exceptions::{PyIndexError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 
+use crate::autograd;
 use crate::buffer::LentBuffer;
 use crate::errors::to_py_err;
-use crate::import::{self, import, Source};
+use crate::import::{import, Source};
 
 pub use dlbridge::argument_spec::ANY_NDIM;
 
@@ -213,7 +214,7 @@ impl<'py> Typed<'py> {
             writable,
         };
         spec.check::<T>(&view).map_err(|unmet| {
-            let requires_grad = unmet == UnmetRequirement::ReadOnly && import::requires_grad(obj);
+            let requires_grad = unmet == UnmetRequirement::ReadOnly && autograd::requires_grad(obj);
             let err = unmet_requirement_error::<T>(unmet, &view, spec);
             if requires_grad {
                 grad_refusal(obj.py(), err)

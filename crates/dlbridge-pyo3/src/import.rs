@@ -156,15 +156,6 @@ pub fn declares_read_only(producer: &Bound<'_, PyAny>) -> bool {
         .unwrap_or(false)
 }
 
-/// Whether `obj.requires_grad` is true; an attribute that cannot be read or judged counts as
-/// true (the safe answer: the tensor is then imported read-only).
-pub(crate) fn requires_grad(obj: &Bound<'_, PyAny>) -> bool {
-    let py = obj.py();
-    obj.getattr(interned(py).requires_grad.bind(py))
-        .and_then(|v| v.is_truthy())
-        .unwrap_or(true)
-}
-
 /// `obj.__dlpack__(max_version=(1, 3), **extra)` as one vectorcall: `extra_values` go with the
 /// names in `extra_kwnames`, a tuple starting with `"max_version"` whose value slot is filled
 /// here (`None`: `max_version` alone). A TypeError about the call's signature from a producer

@@ -88,6 +88,7 @@
 //! byte (take such data as `u8`).
 
 mod arguments;
+mod autograd;
 mod buffer;
 mod capsule;
 pub mod consumer;

@@ -10,9 +10,10 @@ use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::PyType;
 
+use crate::autograd::GradAttr;
 use crate::buffer::{self, LentBuffer};
 use crate::exchange_api::{self, ExchangeApi};
-use crate::import::{self, interned};
+use crate::import::interned;
 
 /// What a type offers for importing its instances.
 pub(crate) struct TypeInfo {
@@ -22,9 +23,9 @@ pub(crate) struct TypeInfo {
     /// Whether instances may lend buffers: they export buffers, the type has `__dlpack__`, no
     /// usable exchange API and no `requires_grad`.
     buffers: bool,
-    /// Whether the type has a `requires_grad` attribute (torch tensors): instances that require
-    /// grad are imported read-only (see [`TypeInfo::requires_grad`]).
-    autograd: bool,
+    /// How instances say whether they require grad (torch tensors): those that do are imported
+    /// read-only (see [`TypeInfo::requires_grad`]).
+    grad: GradAttr,
     /// How instances are best imported, for writable (`[0]`) and read-only (`[1]`) instances
     /// apart (a producer may treat them differently: legacy-only producers refuse read-only
     /// data): [`UNVERIFIED`], [`BUFFER`] or [`DLPACK`].
@@ -140,9 +141,8 @@ fn type_info(obj: &Bound<'_, PyAny>) -> TypeInfo {
     let ty: Bound<'_, PyType> = obj.get_type();
     let py = ty.py();
     let exchange_api = exchange_api::probe(&ty);
-    let autograd = ty
-        .hasattr(interned(py).requires_grad.bind(py))
-        .unwrap_or(false);
+    let grad = GradAttr::probe(&ty);
+    let autograd = !matches!(grad, GradAttr::Absent);
     TypeInfo {
         key: ty.as_ptr() as usize,
         // A usable exchange API is cheaper still and covers every dtype: its types never lend
@@ -151,7 +151,7 @@ fn type_info(obj: &Bound<'_, PyAny>) -> TypeInfo {
             && !autograd
             && buffer::supported(obj)
             && ty.hasattr(interned(py).dlpack.bind(py)).unwrap_or(false),
-        autograd,
+        grad,
         exchange_api,
         route: [const { AtomicU8::new(UNVERIFIED) }; 2],
     }
@@ -164,7 +164,7 @@ impl TypeInfo {
     /// write through them would happen behind autograd's back.
     #[inline]
     pub(crate) fn requires_grad(&self, obj: &Bound<'_, PyAny>) -> bool {
-        self.autograd && import::requires_grad(obj)
+        self.grad.requires_grad(obj)
     }
 
     /// `obj`'s buffer, when the type's buffers of the same read-only-ness were seen to match its
