@@ -31,20 +31,15 @@ use crate::tensor::{new_tensor, TensorData, TensorRef};
 use crate::tensor_api::with_tensor;
 
 /// Refuses tensors whose memory is not plain CPU memory.
-fn require_cpu(view: &TensorView<'_>, what: &str) -> PyResult<()> {
+fn require_cpu(view: &TensorView<'_>) -> PyResult<()> {
     if view.device().kind == DeviceType::Cpu {
         return Ok(());
     }
     Err(type_error(format!(
-        "cannot {what} a dlbridge.Tensor on device {} ({:?}): only CPU memory can be {}; \
-         copy it to the CPU with its own library first",
+        "cannot pickle or copy a dlbridge.Tensor on device {} ({:?}): only CPU memory can be \
+         pickled or copied; copy it to the CPU with its own library first",
         view.device(),
         (view.device().kind.raw(), view.device().id),
-        if what == "pickle" {
-            "pickled"
-        } else {
-            "copied"
-        }
     )))
 }
 
@@ -131,7 +126,7 @@ fn reduce<'py>(
     protocol: i64,
 ) -> PyResult<Bound<'py, PyAny>> {
     let view = t.view();
-    require_cpu(&view, "pickle")?;
+    require_cpu(&view)?;
     let copy = dense_copy(&view)?;
     let source = copy.as_ref().map_or(view, Tensor::view);
     let (bytes, offset) = span_bytes(&source);
@@ -330,7 +325,7 @@ unsafe extern "C" fn copy_method(
             let [_memo] = args.optional_positional::<1>("__deepcopy__")?;
             let [] = args.keywords("__deepcopy__", [], &NO_KEYWORDS)?;
             let view = t.view();
-            require_cpu(&view, "copy")?;
+            require_cpu(&view)?;
             new_tensor(py, TensorData::Owned(Box::new(copy_tensor(&view)?)))
         })
     }

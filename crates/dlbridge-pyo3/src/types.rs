@@ -75,41 +75,23 @@ pub(crate) fn lookup(obj: &Bound<'_, PyAny>) -> Known {
         match slot.get() {
             Some(info) if info.key == key => return Known::Cached(info),
             Some(_) => continue,
-            None => return insert(obj, slot),
+            None => return insert(obj),
         }
     }
     Known::Fresh(type_info(obj))
 }
 
-/// Probes `obj`'s type, then stores the answer in an empty slot (or finds the type there, if
-/// another thread stored it first).
+/// Probes `obj`'s type, then stores the answer in the first empty slot, unless the type was
+/// stored meanwhile (then that answer is used).
 ///
 /// The probe runs Python code (attribute lookups a metaclass can intercept, properties, a
 /// type's `__getattr__`), which may import tensors itself or let other threads run: it runs
-/// before the slot is touched, never while a lock is held, so neither re-entry nor a second
+/// before any slot is touched, never while a lock is held, so neither re-entry nor a second
 /// thread can wait for it. Two threads probing one type at once both probe; one answer is kept.
 #[cold]
-fn insert(obj: &Bound<'_, PyAny>, slot: &'static OnceLock<TypeInfo>) -> Known {
+fn insert(obj: &Bound<'_, PyAny>) -> Known {
     let probed = type_info(obj);
     let key = probed.key;
-    if slot.get().is_some() {
-        // Filled while the probe ran (by re-entry or another thread): look again.
-        return find_or_fresh(key, probed);
-    }
-    match slot.set(probed) {
-        Ok(()) => {
-            // SAFETY: a live type object; the reference keeps it (and so the key) alive for the
-            // life of the process.
-            unsafe { ffi::Py_IncRef(key as *mut ffi::PyObject) };
-            Known::Cached(slot.get().expect("just stored"))
-        }
-        Err(probed) => find_or_fresh(key, probed),
-    }
-}
-
-/// The cached facts about the type at `key`, stored by someone else meanwhile, or `probed` stored
-/// in the next empty slot (or used for this call only when the cache is full).
-fn find_or_fresh(key: usize, probed: TypeInfo) -> Known {
     let mut probed = Some(probed);
     for slot in &TYPES {
         if let Some(info) = slot.get() {
@@ -118,15 +100,16 @@ fn find_or_fresh(key: usize, probed: TypeInfo) -> Known {
             }
             continue;
         }
-        match slot.set(probed.take().expect("set once")) {
+        // Storing moves a value and runs no Python code: the slot's lock is never held long.
+        match slot.set(probed.take().expect("kept until stored")) {
             Ok(()) => {
-                // SAFETY: as in `insert`: the probed type is alive (its instance is borrowed by
-                // the caller) and this reference keeps it so.
+                // SAFETY: a live type object (the caller borrows an instance); the reference
+                // keeps it (and so the key) alive for the life of the process.
                 unsafe { ffi::Py_IncRef(key as *mut ffi::PyObject) };
                 return Known::Cached(slot.get().expect("just stored"));
             }
             Err(back) => {
-                let stored = slot.get().expect("set failed: filled");
+                let stored = slot.get().expect("a failed set means a filled slot");
                 if stored.key == key {
                     return Known::Cached(stored);
                 }
