@@ -24,6 +24,12 @@ test('fromTensorObject refuses what is not a tensor object, naming it', () => {
   assertThrowsCode(() => fromTensorObject(Object.create(dlbridge.Tensor.prototype)), TypeError,
     'ERR_DLBRIDGE_INVALID_ARGUMENT', /got an object/);
   assertThrowsCode(() => fromTensorObject('x'), TypeError, 'ERR_DLBRIDGE_INVALID_ARGUMENT', /got the string "x"/);
+  // null and undefined get the same coded error, not Node's bare "Cannot convert undefined or
+  // null to object" (which the type-tag check used to leave pending).
+  assertThrowsCode(() => fromTensorObject(null), TypeError, 'ERR_DLBRIDGE_INVALID_ARGUMENT', /got null/);
+  assertThrowsCode(() => fromTensorObject(undefined), TypeError, 'ERR_DLBRIDGE_INVALID_ARGUMENT', /got undefined/);
+  assertThrowsCode(() => fromTensorObject(), TypeError, 'ERR_DLBRIDGE_INVALID_ARGUMENT', /got undefined/);
+  assert.equal(fromTensorObject(arange(2, 'float32')).size, 2);
 });
 
 test('a Tensor made by fromTensorObject holds the memory, and releases it once', async () => {

@@ -13,14 +13,16 @@
 //!    interned keyword names; a TypeError that is about the signature (an old producer without
 //!    `max_version`) is retried as `x.__dlpack__()` when no device or copy was requested.
 //!
-//! The result owns the producer's tensor (or buffer); its deleter runs once, when the Tensor
-//! dies.
+//! A tensor that requires grad (torch) is imported read-only whatever the route: autograd tracks
+//! its memory. The result owns the producer's tensor (or buffer); its deleter runs once, when the
+//! Tensor dies.
 
 use std::ptr;
 
 use dlbridge::{Device, ManagedTensor, Order};
 use dlbridge_pyo3::consumer::{
-    call_dunder_dlpack, consume_capsule, declares_read_only, is_capsule, producer_type, ExchangeApi,
+    call_dunder_dlpack, consume_capsule, declares_read_only, is_capsule, producer_type,
+    ExchangeApi, ProducerType,
 };
 use pyo3::exceptions::PyAttributeError;
 use pyo3::ffi;
@@ -75,19 +77,19 @@ pub(crate) fn from_dlpack<'py>(
     }
     // The fast paths are optimisations only: if they fail, or cannot honour the request, the
     // producer's `__dlpack__` gets the final word (and raises its own, canonical errors).
-    let producer = fast_paths.then(|| producer_type(x));
-    let published = producer.as_ref().map(|p| p.exchange_api());
+    let producer = producer_type(x);
+    let published = fast_paths.then(|| producer.exchange_api());
     let mut source = None;
     if let Some(ExchangeApi::Usable(entry)) = published {
         if let Ok(managed) = entry.import(x) {
             if !entry.conjugated(x, &managed) && request.accepts(&managed) {
-                return finish(py, TensorData::Imported(managed), request);
+                return finish(py, guard_grad(&producer, x, managed), request);
             }
             source = Some(Source::of(&managed));
         }
     }
-    let plain = request.device.is_none() && request.copy != Some(true);
-    let buffers = producer.as_ref().filter(|_| plain);
+    let plain = fast_paths && request.device.is_none() && request.copy != Some(true);
+    let buffers = Some(&producer).filter(|_| plain);
     if let Some(buffer) = buffers.and_then(|p| p.lend_buffer(x)) {
         return finish(py, TensorData::Lent(buffer), request);
     }
@@ -104,13 +106,27 @@ pub(crate) fn from_dlpack<'py>(
     if let Some(producer) = buffers {
         producer.verify_buffers(x, &managed);
     }
-    if !plain && !dlbridge::AsTensorView::view(&managed).is_copied() {
+    let requested = request.device.is_some() || request.copy == Some(true);
+    if requested && !dlbridge::AsTensorView::view(&managed).is_copied() {
         let source = source.or_else(|| request.device.and_then(|_| Source::device_of(x)));
         if source.is_some_and(|s| s.differs_from(&managed)) {
             managed.mark_copied();
         }
     }
-    finish(py, TensorData::Imported(managed), request)
+    finish(py, guard_grad(&producer, x, managed), request)
+}
+
+/// `managed`, marked read-only when `x` requires grad (whatever its producer said: torch's
+/// exchange API hands such tensors out writable, and a write would bypass autograd).
+fn guard_grad(
+    producer: &ProducerType,
+    x: &Bound<'_, PyAny>,
+    mut managed: ManagedTensor,
+) -> TensorData {
+    if producer.requires_grad(x) {
+        managed.mark_read_only();
+    }
+    TensorData::Imported(managed)
 }
 
 /// Where a producer's data lives before any copy it makes on request: its device and, when a

@@ -8,6 +8,7 @@
 //!   `constructors`: `empty` / `arange`.
 //! - `shared`: `empty_shared` / `to_shared` / `from_shared`, tensors in shared-memory segments.
 //! - `buffer`: the buffer protocol; `capsule`: capsule naming and ownership.
+//! - `pickling`: `pickle` (protocol 5 out of band), `copy.copy`, `copy.deepcopy`.
 //! - `errors`: core errors as Python exceptions (dlbridge-pyo3's mapping, plus shared memory).
 //! - `diagnostics`: `dlbridge.diagnostics()`, live counts for leak hunting.
 //! - `testing` (cargo feature `testing`, test builds only, never in a shipped wheel):
@@ -33,6 +34,7 @@ mod exchange_api;
 mod fastcall;
 mod gil_cell;
 mod interned;
+mod pickling;
 mod producer;
 mod shared;
 mod tensor;
@@ -47,6 +49,8 @@ fn _dlbridge(m: &Bound<'_, PyModule>) -> PyResult<()> {
     interned::init(py)?;
     let ty = tensor::create_type(py)?;
     exchange_api::install(&ty)?;
+    // Immutable once its class attributes are set: no `__new__` or other slot can be replaced.
+    dlbridge_pyo3::make_immutable(&ty)?;
     m.add("Tensor", ty)?;
     consumer::install(m)?;
     m.add_function(wrap_pyfunction!(constructors::empty, m)?)?;
@@ -56,6 +60,7 @@ fn _dlbridge(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(shared::from_shared, m)?)?;
     m.add_function(wrap_pyfunction!(shared::shm_sweep, m)?)?;
     m.add_function(wrap_pyfunction!(diagnostics::diagnostics, m)?)?;
+    m.add_function(wrap_pyfunction!(pickling::tensor_from_pickle, m)?)?;
     #[cfg(feature = "testing")]
     m.add_submodule(&testing::module(py)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;

@@ -7,6 +7,7 @@
 //! pyo3 build cannot. Its attributes live in [`crate::tensor_api`].
 
 use std::ffi::{c_int, c_void};
+use std::mem::MaybeUninit;
 use std::ptr;
 use std::sync::atomic::{AtomicPtr, Ordering};
 
@@ -56,11 +57,17 @@ impl AsTensorView for TensorData {
 
 /// The instance layout. `data` is written right after allocation and never changes, so shared
 /// references to it (and to the shape and strides inside it) stay valid while the object lives.
+///
+/// `ready` says that `data` was written: an instance made by anything but [`new_tensor`] (the
+/// type is immutable and refuses construction, but an instance that slipped through anyway would
+/// come from the interpreter's zero-filled allocation) has `ready` false, and every entry point
+/// refuses it with a TypeError instead of reading `data`.
 #[repr(C)]
 struct TensorObject {
     ob_base: ffi::PyObject,
     weaklist: *mut ffi::PyObject,
-    data: TensorData,
+    ready: bool,
+    data: MaybeUninit<TensorData>,
 }
 
 /// The type object, created once by [`create_type`] and kept alive for the process.
@@ -104,7 +111,8 @@ pub(crate) fn create_type(py: Python<'_>) -> PyResult<Bound<'_, PyType>> {
         name: c"dlbridge.Tensor".as_ptr(),
         basicsize: std::mem::size_of::<TensorObject>() as c_int,
         itemsize: 0,
-        // Final (no BASETYPE) and not GC-tracked.
+        // Final (no BASETYPE) and not GC-tracked; made immutable once its class attributes are
+        // set (see the module's init).
         flags: ffi::Py_TPFLAGS_DEFAULT as std::ffi::c_uint,
         slots: slots.as_mut_ptr(),
     };
@@ -133,7 +141,9 @@ pub(crate) fn new_tensor(py: Python<'_>, data: TensorData) -> PyResult<Bound<'_,
             return Err(PyErr::fetch(py));
         }
         data.live().born(py);
-        ptr::write(&raw mut (*obj.cast::<TensorObject>()).data, data);
+        let tensor = obj.cast::<TensorObject>();
+        (*tensor).data.write(data);
+        (*tensor).ready = true;
         Ok(Bound::from_owned_ptr(py, obj))
     }
 }
@@ -141,16 +151,19 @@ pub(crate) fn new_tensor(py: Python<'_>, data: TensorData) -> PyResult<Bound<'_,
 /// `tp_dealloc`: releases the tensor (running the producer's deleter with the GIL held and any
 /// exception in flight set aside), then the object.
 unsafe extern "C" fn tp_dealloc(obj: *mut ffi::PyObject) {
-    // SAFETY: CPython calls tp_dealloc once, with the GIL held, on an instance of our type whose
-    // data was initialised by `new_tensor`; the type reference is the one GenericAlloc took.
+    // SAFETY: CPython calls tp_dealloc once, with the GIL held, on an instance of our type; its
+    // data was initialised by `new_tensor` exactly when `ready` is set (the allocation is
+    // zero-filled); the type reference is the one the allocation took.
     unsafe {
         let tensor = obj.cast::<TensorObject>();
         if !(*tensor).weaklist.is_null() {
             ffi::PyObject_ClearWeakRefs(obj);
         }
-        let live = (*tensor).data.live();
-        preserving_exception(|| ptr::drop_in_place(&raw mut (*tensor).data));
-        live.died(Python::assume_attached());
+        if (*tensor).ready {
+            let live = (*tensor).data.assume_init_ref().live();
+            preserving_exception(|| (*tensor).data.assume_init_drop());
+            live.died(Python::assume_attached());
+        }
         let ty = ffi::Py_TYPE(obj);
         ffi::PyObject_Free(obj.cast());
         ffi::Py_DecRef(ty.cast());
@@ -164,6 +177,13 @@ fn is_tensor(obj: *mut ffi::PyObject) -> bool {
     !ty.is_null() && ty == TENSOR_TYPE.load(Ordering::Relaxed)
 }
 
+/// Whether `obj`, a `dlbridge.Tensor`, was made by [`new_tensor`].
+fn is_ready(obj: *mut ffi::PyObject) -> bool {
+    // SAFETY: a live instance of our type (the caller checked), so the layout is ours; `ready`
+    // is written once, before the object is handed out.
+    unsafe { (*obj.cast::<TensorObject>()).ready }
+}
+
 /// A borrowed object known to be a `dlbridge.Tensor`.
 #[derive(Clone, Copy)]
 pub(crate) struct TensorRef<'a, 'py> {
@@ -171,9 +191,15 @@ pub(crate) struct TensorRef<'a, 'py> {
 }
 
 impl<'a, 'py> TensorRef<'a, 'py> {
-    /// Checks that `obj` is a `dlbridge.Tensor` (TypeError otherwise).
+    /// Checks that `obj` is a `dlbridge.Tensor` that dlbridge made (TypeError otherwise).
     pub(crate) fn cast(obj: Borrowed<'a, 'py, PyAny>) -> PyResult<Self> {
         if is_tensor(obj.as_ptr()) {
+            if !is_ready(obj.as_ptr()) {
+                return Err(type_error(
+                    "this dlbridge.Tensor was never initialised (it was not made by dlbridge.\
+                     from_dlpack, empty, arange, from_shared or a copy) and holds no tensor",
+                ));
+            }
             Ok(TensorRef { obj })
         } else {
             Err(type_error(format!(
@@ -185,9 +211,13 @@ impl<'a, 'py> TensorRef<'a, 'py> {
 
     /// The tensor data, valid while the object lives.
     pub(crate) fn data(&self) -> &'a TensorData {
-        // SAFETY: a live instance of our type (checked in `cast`), initialised by `new_tensor`
-        // and never mutated; the borrow `'a` keeps the object alive.
-        unsafe { &(*self.obj.as_ptr().cast::<TensorObject>()).data }
+        // SAFETY: a live instance of our type, initialised by `new_tensor` (both checked in
+        // `cast`) and never mutated; the borrow `'a` keeps the object alive.
+        unsafe {
+            (*self.obj.as_ptr().cast::<TensorObject>())
+                .data
+                .assume_init_ref()
+        }
     }
 
     /// A view of the tensor, valid while the object lives.

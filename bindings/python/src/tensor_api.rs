@@ -13,6 +13,7 @@ use crate::elements;
 use crate::errors::{to_py_err, type_error};
 use crate::fastcall::{given, object_entry, Arguments, KeywordCache, MethodDef};
 use crate::interned;
+use crate::pickling;
 use crate::producer;
 use crate::tensor::{new_tensor, TensorData, TensorRef};
 
@@ -33,7 +34,7 @@ pub(crate) fn device_pair(device: dlbridge::Device) -> (i32, i32) {
 ///
 /// # Safety
 /// Called from a slot or descriptor of the Tensor type, with the GIL held.
-unsafe fn with_tensor(
+pub(crate) unsafe fn with_tensor(
     slf: *mut ffi::PyObject,
     body: impl for<'py> FnOnce(Python<'py>, TensorRef<'_, 'py>) -> PyResult<Bound<'py, PyAny>>,
 ) -> *mut ffi::PyObject {
@@ -222,8 +223,11 @@ unsafe extern "C" fn copy(
 }
 
 /// The method table (NULL-terminated).
-static METHODS: [MethodDef; 5] = [
+static METHODS: [MethodDef; 8] = [
     producer::DLPACK_METHOD,
+    pickling::REDUCE_EX,
+    pickling::COPY,
+    pickling::DEEPCOPY,
     MethodDef::noargs(
         c"__dlpack_device__",
         dlpack_device,

@@ -8,7 +8,7 @@ from torch.testing import make_tensor
 from torch.utils.dlpack import DLDeviceType
 
 import dlbridge
-from helpers import capsule_name
+from helpers import capsule_name, testing
 
 TORCH_DTYPES = [
     torch.bool,
@@ -213,3 +213,95 @@ def test_narrow_float_dtypes_pass_through():
         assert t.dtype == name and t.data_ptr == x.data_ptr()
         back = torch.from_dlpack(t)
         assert back.dtype == dtype and back.data_ptr() == x.data_ptr()
+
+
+class DetachingExport(torch.Tensor):
+    """A torch subclass whose __dlpack__ exports tensors that require grad (through a detached
+    alias of the same memory), as a producer that does not check would."""
+
+    def __dlpack__(self, **kwargs):
+        return self.detach().as_subclass(torch.Tensor).__dlpack__(**kwargs)
+
+
+@pytest.mark.parametrize("route", ["exchange API", "__dlpack__"])
+def test_tensors_that_require_grad_are_imported_read_only(route):
+    x = torch.ones(3, requires_grad=True)
+    if route == "exchange API":
+        assert testing.takes_exchange_api(x)
+        t = dlbridge.from_dlpack(x)
+    else:
+        # torch's own __dlpack__ refuses such tensors; a producer that exports them anyway gets
+        # the same answer from dlbridge.
+        with pytest.raises(BufferError, match="require gradient"):
+            testing.from_dlpack_without_fast_paths(x)
+        x = x.as_subclass(DetachingExport)
+        assert x.requires_grad
+        t = testing.from_dlpack_without_fast_paths(x)
+    assert t.readonly and t.data_ptr == x.data_ptr() and t.tolist() == [1.0, 1.0, 1.0]
+    arr = np.from_dlpack(t)
+    assert not arr.flags.writeable and arr.ctypes.data == x.data_ptr()
+    with pytest.raises(ValueError, match="read-only"):
+        arr[0] = 5
+    assert memoryview(t).readonly
+    assert x.tolist() == [1.0, 1.0, 1.0]
+
+
+def test_grad_read_only_holds_for_device_and_copy_requests_and_non_leaf_tensors():
+    leaf = torch.arange(4.0, requires_grad=True)
+    derived = leaf * 2  # requires grad, not a leaf
+    for x, expected in [(leaf, [0.0, 1.0, 2.0, 3.0]), (derived, [0.0, 2.0, 4.0, 6.0])]:
+        assert dlbridge.from_dlpack(x, device="cpu").readonly
+        assert dlbridge.from_dlpack(x, copy=False).readonly
+        t = dlbridge.from_dlpack(x)
+        assert t.readonly and t.tolist() == expected
+        # An explicit copy is new memory autograd does not track: writable.
+        c = dlbridge.from_dlpack(x, copy=True)
+        assert c.copied and not c.readonly and c.tolist() == expected
+
+
+def test_tensors_without_grad_stay_writable():
+    leaf = torch.ones(3, requires_grad=True)
+    for x in (torch.ones(3), leaf.detach()):
+        t = dlbridge.from_dlpack(x)
+        assert not t.readonly
+        np.from_dlpack(t)[0] = 7
+        assert x[0].item() == 7
+    with torch.no_grad():
+        assert dlbridge.from_dlpack(leaf).readonly  # no_grad does not change requires_grad
+
+
+class AlwaysTracked(torch.Tensor):
+    @property
+    def requires_grad(self):
+        return True
+
+
+class Unreadable(torch.Tensor):
+    @property
+    def requires_grad(self):
+        raise RuntimeError("no answer")
+
+
+class PlainProducer:
+    """Not torch: a class attribute, looked up per instance (here shadowed by one instance)."""
+
+    requires_grad = True
+
+    def __init__(self, a):
+        self.a = a
+
+    def __dlpack__(self, **kwargs):
+        return self.a.__dlpack__(**kwargs)
+
+    def __dlpack_device__(self):
+        return (1, 0)
+
+
+def test_every_way_of_answering_requires_grad_is_honoured():
+    assert dlbridge.from_dlpack(torch.ones(2).as_subclass(AlwaysTracked)).readonly
+    # An answer that cannot be read counts as "requires grad": read-only, never writable.
+    assert dlbridge.from_dlpack(torch.ones(2).as_subclass(Unreadable)).readonly
+    assert dlbridge.from_dlpack(PlainProducer(np.ones(2))).readonly
+    untracked = PlainProducer(np.ones(2))
+    untracked.requires_grad = False
+    assert not dlbridge.from_dlpack(untracked).readonly

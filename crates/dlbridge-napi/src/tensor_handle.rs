@@ -117,9 +117,17 @@ pub(crate) unsafe fn has_type_tag(
     value: sys::napi_value,
     tag: &sys::napi_type_tag,
 ) -> bool {
+    // Only objects carry tags. Node converts anything else to an object first, which for `null`
+    // and `undefined` throws and leaves that TypeError pending: never ask about those.
+    let mut kind = sys::ValueType::napi_undefined;
+    // SAFETY: live env and value (caller's contract); typeof runs no JavaScript.
+    let status = unsafe { sys::napi_typeof(env, value, &mut kind) };
+    if status != sys::Status::napi_ok || kind != sys::ValueType::napi_object {
+        return false;
+    }
     let mut tagged = false;
-    // SAFETY: live env and value (caller's contract); `tag` outlives the call. Non-objects
-    // fail with a status, read as "not tagged".
+    // SAFETY: live env and an object value (caller's contract, checked); `tag` outlives the
+    // call.
     let status = unsafe { sys::napi_check_object_type_tag(env, value, tag, &mut tagged) };
     status == sys::Status::napi_ok && tagged
 }

@@ -13,6 +13,7 @@ use ndarray::{ArrayViewD, ArrayViewMutD};
 use pyo3::exceptions::{PyIndexError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 
+use crate::autograd;
 use crate::buffer::LentBuffer;
 use crate::errors::to_py_err;
 use crate::import::{import, Source};
@@ -182,6 +183,16 @@ fn unmet_requirement_error<T: Element>(
     }
 }
 
+/// `err` (a read-only refusal) with the reason: the argument requires grad.
+#[cold]
+fn grad_refusal(py: Python<'_>, err: PyErr) -> PyErr {
+    PyValueError::new_err(format!(
+        "{}: it requires grad, so it is imported read-only (a write would happen behind \
+         autograd's back); pass x.detach() to write the memory outside autograd",
+        err.value(py)
+    ))
+}
+
 /// A checked, typed tensor argument and the borrow of its memory.
 struct Typed<'py> {
     tensor: PyTensor<'py>,
@@ -202,8 +213,15 @@ impl<'py> Typed<'py> {
             c_contiguous,
             writable,
         };
-        spec.check::<T>(&view)
-            .map_err(|unmet| unmet_requirement_error::<T>(unmet, &view, spec))?;
+        spec.check::<T>(&view).map_err(|unmet| {
+            let requires_grad = unmet == UnmetRequirement::ReadOnly && autograd::requires_grad(obj);
+            let err = unmet_requirement_error::<T>(unmet, &view, spec);
+            if requires_grad {
+                grad_refusal(obj.py(), err)
+            } else {
+                err
+            }
+        })?;
         let span = match &tensor.source {
             Source::Managed(_) => view.byte_span(),
             Source::Buffer(buffer) => buffer.byte_span(),

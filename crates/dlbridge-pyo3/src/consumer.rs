@@ -11,6 +11,9 @@
 //! 4. [`call_dunder_dlpack`], then [`consume_capsule`] with [`declares_read_only`] answering for
 //!    legacy capsules, and [`ProducerType::verify_buffers`] so that later instances of the type
 //!    can take step 3.
+//!
+//! Whatever the route, a tensor whose [`ProducerType::requires_grad`] is true is to be marked
+//! read-only ([`dlbridge::ManagedTensor::mark_read_only`]).
 
 use dlbridge::ManagedTensor;
 use pyo3::prelude::*;
@@ -47,6 +50,16 @@ impl ProducerType {
     #[inline]
     pub fn lend_buffer(&self, obj: &Bound<'_, PyAny>) -> Option<LentBuffer> {
         self.0.lend(obj)
+    }
+
+    /// Whether `obj` requires grad (torch tensors with `requires_grad=True`; a `requires_grad`
+    /// that cannot be read counts as true): import it read-only
+    /// ([`ManagedTensor::mark_read_only`]) whatever route it took, because writes would happen
+    /// behind autograd's back. Types without a `requires_grad` attribute answer `false` without
+    /// a lookup.
+    #[inline]
+    pub fn requires_grad(&self, obj: &Bound<'_, PyAny>) -> bool {
+        self.0.requires_grad(obj)
     }
 
     /// Compares `obj`'s buffer with `managed`, what `obj.__dlpack__()` just gave, unless the

@@ -17,6 +17,7 @@ use pyo3::sync::PyOnceLock;
 
 use crate::capsule::{legacy_capsule, versioned_capsule};
 use crate::errors::to_py_err;
+use crate::immutable_type::make_immutable;
 
 /// A Rust tensor on its way to Python: return it (or `PyResult<Export>`) from a `#[pyfunction]`.
 ///
@@ -52,17 +53,22 @@ impl Export {
 }
 
 /// `dlbridge.from_dlpack`, or `None` when the package is not importable (looked up once).
+///
+/// The import runs Python code (import hooks, the package itself), so it runs outside the cell's
+/// lock: a re-entrant call meanwhile imports again instead of waiting for itself, and the first
+/// answer stored is kept.
 fn dlbridge_from_dlpack(py: Python<'_>) -> Option<&Bound<'_, PyAny>> {
     static FOUND: PyOnceLock<Option<Py<PyAny>>> = PyOnceLock::new();
-    FOUND
-        .get_or_init(py, || {
-            py.import("dlbridge")
-                .and_then(|m| m.getattr("from_dlpack"))
-                .map(Bound::unbind)
-                .ok()
-        })
-        .as_ref()
-        .map(|f| f.bind(py))
+    if FOUND.get(py).is_none() {
+        let found = py
+            .import("dlbridge")
+            .and_then(|m| m.getattr("from_dlpack"))
+            .map(Bound::unbind)
+            .ok();
+        // A concurrent or re-entrant lookup may have stored its answer first: either will do.
+        let _ = FOUND.set(py, found);
+    }
+    FOUND.get(py).and_then(Option::as_ref).map(|f| f.bind(py))
 }
 
 impl<'py> IntoPyObject<'py> for Export {
@@ -76,19 +82,23 @@ impl<'py> IntoPyObject<'py> for Export {
                 let capsule = versioned_export(py, Arc::new(self.0), Flags::empty())?;
                 from_dlpack.call1((capsule,))
             }
-            None => Ok(Bound::new(
-                py,
-                ExportedTensor {
-                    tensor: Arc::new(self.0),
-                },
-            )?
-            .into_any()),
+            None => {
+                make_immutable(&py.get_type::<ExportedTensor>())?;
+                Ok(Bound::new(
+                    py,
+                    ExportedTensor {
+                        tensor: Arc::new(self.0),
+                    },
+                )?
+                .into_any())
+            }
         }
     }
 }
 
 /// `dlbridge_pyo3.Tensor`: a Rust tensor exported through the DLPack protocol, used when the
-/// `dlbridge` package is not installed.
+/// `dlbridge` package is not installed. The type is made immutable before its first instance
+/// exists, so no Python code can give it a `__new__` that makes instances without a tensor.
 #[pyclass(name = "Tensor", module = "dlbridge_pyo3", frozen)]
 pub struct ExportedTensor {
     tensor: Arc<Tensor>,

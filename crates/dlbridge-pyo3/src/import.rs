@@ -28,6 +28,7 @@ pub(crate) struct Interned {
     pub(crate) exchange_api: Py<PyString>,
     pub(crate) exchange_api_legacy: Py<PyString>,
     readonly: Py<PyString>,
+    pub(crate) requires_grad: Py<PyString>,
     /// `(1, 3)`: the highest version this crate reads.
     version: Py<PyTuple>,
     /// `("max_version",)`.
@@ -45,6 +46,7 @@ pub(crate) fn interned(py: Python<'_>) -> &'static Interned {
             exchange_api: name("__dlpack_c_exchange_api__"),
             exchange_api_legacy: name("__c_dlpack_exchange_api__"),
             readonly: name("readonly"),
+            requires_grad: name("requires_grad"),
             version: PyTuple::new(py, [version.0, version.1])
                 .expect("a tuple of two ints")
                 .unbind(),
@@ -98,8 +100,17 @@ pub fn from_dlpack(obj: &Bound<'_, PyAny>) -> PyResult<ManagedTensor> {
     import_dlpack(obj, &lookup(obj))
 }
 
-/// The exchange API when the type has one (and it can honour the call), else `__dlpack__`.
+/// The exchange API when the type has one (and it can honour the call), else `__dlpack__`; read-only
+/// when `obj` requires grad.
 fn import_dlpack(obj: &Bound<'_, PyAny>, info: &TypeInfo) -> PyResult<ManagedTensor> {
+    let mut managed = import_unguarded(obj, info)?;
+    if info.requires_grad(obj) {
+        managed.mark_read_only();
+    }
+    Ok(managed)
+}
+
+fn import_unguarded(obj: &Bound<'_, PyAny>, info: &TypeInfo) -> PyResult<ManagedTensor> {
     if let ExchangeApi::Usable(entry) = &info.exchange_api {
         match entry.import(obj) {
             Ok(managed) if !entry.conjugated(obj, &managed) => return Ok(managed),

@@ -10,10 +10,13 @@
 //!   [`as_slice`](PyTensorRef::as_slice), [`get`](PyTensorRef::get) or an ndarray
 //!   [`as_array`](PyTensorRef::as_array) view that honours every stride, negative ones included.
 //! - [`PyTensorMut`]: the same, writable. Read-only producers (jax arrays, read-only numpy
-//!   arrays, pyarrow) are refused, and two typed arguments of one call may not overlap if either
-//!   is mutable (so `f(a, a)` cannot alias a `&mut [T]`).
+//!   arrays, pyarrow) are refused, and so are torch tensors that require grad (imported
+//!   read-only on every route: a write would bypass autograd); two typed arguments of one call
+//!   may not overlap if either is mutable (so `f(a, a)` cannot alias a `&mut [T]`).
 //! - [`Export`]: a Rust [`dlbridge::Tensor`] (or an ndarray `Array`) returned to Python without
 //!   copying.
+//! - [`make_immutable`]: `Py_TPFLAGS_IMMUTABLETYPE` for an extension's own classes under abi3, so
+//!   that no Python code can replace their `__new__` and make instances without a Rust value.
 //!
 //! ```no_run
 //! use dlbridge_pyo3::{PyTensorMut, PyTensorRef};
@@ -85,12 +88,14 @@
 //! byte (take such data as `u8`).
 
 mod arguments;
+mod autograd;
 mod buffer;
 mod capsule;
 pub mod consumer;
 mod errors;
 mod exchange_api;
 mod export;
+mod immutable_type;
 mod import;
 pub mod producer;
 mod pybox;
@@ -101,4 +106,5 @@ mod types;
 pub use arguments::{PyTensor, PyTensorMut, PyTensorRef, ANY_NDIM};
 pub use errors::to_py_err;
 pub use export::{Export, ExportedTensor};
+pub use immutable_type::make_immutable;
 pub use import::from_dlpack;

@@ -10,6 +10,7 @@ use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::PyType;
 
+use crate::autograd::GradAttr;
 use crate::buffer::{self, LentBuffer};
 use crate::exchange_api::{self, ExchangeApi};
 use crate::import::interned;
@@ -19,9 +20,12 @@ pub(crate) struct TypeInfo {
     key: usize,
     /// What the type publishes as its C exchange API.
     pub(crate) exchange_api: ExchangeApi,
-    /// Whether instances may lend buffers: they export buffers, the type has `__dlpack__` and no
-    /// usable exchange API.
+    /// Whether instances may lend buffers: they export buffers, the type has `__dlpack__`, no
+    /// usable exchange API and no `requires_grad`.
     buffers: bool,
+    /// How instances say whether they require grad (torch tensors): those that do are imported
+    /// read-only (see [`TypeInfo::requires_grad`]).
+    grad: GradAttr,
     /// How instances are best imported, for writable (`[0]`) and read-only (`[1]`) instances
     /// apart (a producer may treat them differently: legacy-only producers refuse read-only
     /// data): [`UNVERIFIED`], [`BUFFER`] or [`DLPACK`].
@@ -71,49 +75,81 @@ pub(crate) fn lookup(obj: &Bound<'_, PyAny>) -> Known {
         match slot.get() {
             Some(info) if info.key == key => return Known::Cached(info),
             Some(_) => continue,
-            None => return insert(obj, slot),
+            None => return insert(obj),
         }
     }
     Known::Fresh(type_info(obj))
 }
 
-/// Probes `obj`'s type into an empty slot (or finds it there, if another thread just did).
+/// Probes `obj`'s type, then stores the answer in the first empty slot, unless the type was
+/// stored meanwhile (then that answer is used).
+///
+/// The probe runs Python code (attribute lookups a metaclass can intercept, properties, a
+/// type's `__getattr__`), which may import tensors itself or let other threads run: it runs
+/// before any slot is touched, never while a lock is held, so neither re-entry nor a second
+/// thread can wait for it. Two threads probing one type at once both probe; one answer is kept.
 #[cold]
-fn insert(obj: &Bound<'_, PyAny>, slot: &'static OnceLock<TypeInfo>) -> Known {
-    let mut stored = false;
-    let info = slot.get_or_init(|| {
-        stored = true;
-        type_info(obj)
-    });
-    if stored {
-        // SAFETY: a live type object; the reference keeps it (and so the key) alive for the
-        // life of the process.
-        unsafe { ffi::Py_IncRef(obj.get_type().as_ptr()) };
+fn insert(obj: &Bound<'_, PyAny>) -> Known {
+    let probed = type_info(obj);
+    let key = probed.key;
+    let mut probed = Some(probed);
+    for slot in &TYPES {
+        if let Some(info) = slot.get() {
+            if info.key == key {
+                return Known::Cached(info);
+            }
+            continue;
+        }
+        // Storing moves a value and runs no Python code: the slot's lock is never held long.
+        match slot.set(probed.take().expect("kept until stored")) {
+            Ok(()) => {
+                // SAFETY: a live type object (the caller borrows an instance); the reference
+                // keeps it (and so the key) alive for the life of the process.
+                unsafe { ffi::Py_IncRef(key as *mut ffi::PyObject) };
+                return Known::Cached(slot.get().expect("just stored"));
+            }
+            Err(back) => {
+                let stored = slot.get().expect("a failed set means a filled slot");
+                if stored.key == key {
+                    return Known::Cached(stored);
+                }
+                probed = Some(back);
+            }
+        }
     }
-    if info.key == obj.get_type().as_ptr() as usize {
-        Known::Cached(info)
-    } else {
-        lookup(obj)
-    }
+    Known::Fresh(probed.expect("kept when the cache is full"))
 }
 
 fn type_info(obj: &Bound<'_, PyAny>) -> TypeInfo {
     let ty: Bound<'_, PyType> = obj.get_type();
     let py = ty.py();
     let exchange_api = exchange_api::probe(&ty);
+    let grad = GradAttr::probe(&ty);
+    let autograd = !matches!(grad, GradAttr::Absent);
     TypeInfo {
         key: ty.as_ptr() as usize,
         // A usable exchange API is cheaper still and covers every dtype: its types never lend
-        // buffers.
+        // buffers. Nor do types with autograd, whose buffers cannot say that memory is tracked.
         buffers: !matches!(exchange_api, ExchangeApi::Usable(_))
+            && !autograd
             && buffer::supported(obj)
             && ty.hasattr(interned(py).dlpack.bind(py)).unwrap_or(false),
+        grad,
         exchange_api,
         route: [const { AtomicU8::new(UNVERIFIED) }; 2],
     }
 }
 
 impl TypeInfo {
+    /// Whether `obj` requires grad (its `requires_grad` is true, or cannot be read): autograd
+    /// tracks its memory, so it is imported read-only whatever its producer says. torch's own
+    /// `__dlpack__` refuses such tensors, but its C exchange API hands them out writable, and a
+    /// write through them would happen behind autograd's back.
+    #[inline]
+    pub(crate) fn requires_grad(&self, obj: &Bound<'_, PyAny>) -> bool {
+        self.grad.requires_grad(obj)
+    }
+
     /// `obj`'s buffer, when the type's buffers of the same read-only-ness were seen to match its
     /// `__dlpack__` and this one maps exactly onto a DLPack tensor.
     #[inline]

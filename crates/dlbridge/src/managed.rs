@@ -139,6 +139,12 @@ impl ManagedTensor {
     pub fn mark_copied(&mut self) {
         self.flags |= Flags::IS_COPIED;
     }
+
+    /// Marks the tensor read-only (never the other way round), for importers that know more than
+    /// the producer said: memory that autograd tracks, say. Views and re-exports carry the flag.
+    pub fn mark_read_only(&mut self) {
+        self.flags |= Flags::READ_ONLY;
+    }
 }
 
 impl AsTensorView for ManagedTensor {

@@ -131,6 +131,21 @@ test('wrong dtypes are TypeErrors naming the class, dtype and shape passed', () 
   assertThrows(() => tensorops.sum(3), TypeError, 'ERR_DLBRIDGE_INVALID_ARGUMENT', /got the number 3/);
 });
 
+test('null and undefined arguments are coded TypeErrors like any other wrong argument', () => {
+  // Node's own "Cannot convert undefined or null to object" must not leak out without a code.
+  for (const [value, name] of [[null, /got null/], [undefined, /got undefined/]]) {
+    assertThrows(() => tensorops.sum(value), TypeError, 'ERR_DLBRIDGE_INVALID_ARGUMENT', name);
+    assertThrows(() => tensorops.scale_(value, 2), TypeError, 'ERR_DLBRIDGE_INVALID_ARGUMENT', name);
+    assertThrows(() => tensorops.add_(new Float32Array(2), value), TypeError, 'ERR_DLBRIDGE_INVALID_ARGUMENT', name);
+    assertThrows(() => tensorops.trace(value), TypeError, 'ERR_DLBRIDGE_INVALID_ARGUMENT', name);
+    assertThrows(() => tensorops.first(value), TypeError, 'ERR_DLBRIDGE_INVALID_ARGUMENT', name);
+  }
+  assertThrows(() => tensorops.sum(Symbol('s')), TypeError, 'ERR_DLBRIDGE_INVALID_ARGUMENT', /got a symbol/);
+  assertThrows(() => tensorops.sum(() => 1), TypeError, 'ERR_DLBRIDGE_INVALID_ARGUMENT', /got a function/);
+  // The next call runs normally: no exception was left pending.
+  assert.equal(tensorops.sum(new Float32Array([1, 2])), 3);
+});
+
 test('wrong ndim and layouts are RangeErrors naming the shape and strides', () => {
   assertThrows(
     () => tensorops.trace(new Float64Array(4)),

@@ -339,3 +339,86 @@ def test_torch_tensors_still_take_the_exchange_api(monkeypatch):
     monkeypatch.setattr(torch.Tensor, "__dlpack__", refuse)
     assert tensorops.length(torch.ones(4)) == 4
     assert tensorops.length(torch.nn.Parameter(torch.ones(5))) == 5
+
+
+def test_tensors_that_require_grad_are_read_only_arguments():
+    x = torch.ones(3, requires_grad=True)
+    with pytest.raises(ValueError, match=r"expected a writable float32 CPU tensor, got a read-only "
+                                         r"float32 tensor .*: it requires grad, so it is imported "
+                                         r"read-only .*pass x.detach\(\)"):
+        tensorops.scale_(x, 2)
+    with pytest.raises(ValueError, match="it requires grad"):
+        tensorops.add_(x, np.ones(3, np.float32))
+    assert x.tolist() == [1.0, 1.0, 1.0] and x.grad is None
+    # Reading is fine, and so is writing memory the caller detached from autograd explicitly.
+    assert tensorops.length(x) == 3 and tensorops.sum(x) == 3.0
+    assert tensorops.sum(x * 2) == 6.0  # a non-leaf that requires grad: read-only too
+    with pytest.raises(ValueError, match="it requires grad"):
+        tensorops.scale_(x * 2, 2)
+    tensorops.scale_(x.detach(), 2)
+    assert x.tolist() == [2.0, 2.0, 2.0]
+    plain = torch.ones(2)
+    tensorops.scale_(plain, 3)
+    assert plain.tolist() == [3.0, 3.0]
+
+
+def test_re_entrant_imports_from_a_metaclass_do_not_deadlock():
+    script = """
+import numpy as np, tensorops
+
+class Meta(type):
+    def __getattr__(cls, name):
+        if name == "__dlpack_c_exchange_api__" and not cls.inner:
+            cls.inner = True
+            cls.seen = tensorops.length(cls(np.ones(2, np.float32)))
+        raise AttributeError(name)
+
+class Reentrant(metaclass=Meta):
+    inner = False
+    def __init__(self, a):
+        self.a = a
+    def __dlpack__(self, **kwargs):
+        return self.a.__dlpack__(**kwargs)
+    def __dlpack_device__(self):
+        return (1, 0)
+
+print(tensorops.length(Reentrant(np.ones(5, np.float32))), Reentrant.seen)
+"""
+    try:
+        out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                             timeout=60)
+    except subprocess.TimeoutExpired:
+        pytest.fail("the child deadlocked")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "5 2"
+
+
+def test_own_exporter_type_is_immutable():
+    script = """
+import sys
+sys.modules["dlbridge"] = None
+import tensorops
+r = tensorops.ramp(3)
+ty = type(r)
+assert ty.__flags__ & (1 << 8), "not immutable"
+try:
+    ty.__new__ = staticmethod(lambda c, *a, **k: object.__new__(c))
+except TypeError as e:
+    print("refused:", e)
+else:
+    t = ty()
+    del t  # an instance without a tensor crashed here
+try:
+    object.__new__(ty)
+except TypeError as e:
+    print("refused:", e)
+print(r.shape)
+"""
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines() == [
+        "refused: cannot set '__new__' attribute of immutable type 'dlbridge_pyo3.Tensor'",
+        "refused: object.__new__(dlbridge_pyo3.Tensor) is not safe, use "
+        "dlbridge_pyo3.Tensor.__new__()",
+        "[3]",
+    ]

@@ -268,6 +268,10 @@ fn _julia(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(permuted, m)?)?;
     m.add_class::<JuliaValue>()?;
     m.add_class::<Permuted>()?;
+    // Immutable, so that no Python code can give them a `__new__` that makes instances without a
+    // value (dropping a zero-filled `Permuted` would crash).
+    dlbridge_pyo3::make_immutable(&m.py().get_type::<JuliaValue>())?;
+    dlbridge_pyo3::make_immutable(&m.py().get_type::<Permuted>())?;
     m.add("JuliaError", m.py().get_type::<JuliaError>())?;
     Ok(())
 }

@@ -208,3 +208,26 @@ def test_host_pipes_stay_blocking_after_julia_starts():
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[True, True, True]"
+
+
+def test_its_classes_are_immutable_so_no_instance_lacks_its_value():
+    # A mutable class would take a `__new__` making zero-filled instances (dropping a `Permuted`
+    # without its tensor crashed the process): run the attempt in a child process.
+    code = """
+from dlbridge import julia as jl
+for ty in (jl.JuliaValue, jl.Permuted):
+    assert ty.__flags__ & (1 << 8), ty
+    try:
+        ty.__new__ = staticmethod(lambda c, *a, **k: object.__new__(c))
+    except TypeError as e:
+        print(e)
+    else:
+        t = ty()
+        del t
+"""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [
+        "cannot set '__new__' attribute of immutable type 'dlbridge.julia.JuliaValue'",
+        "cannot set '__new__' attribute of immutable type 'dlbridge.julia.Permuted'",
+    ]

@@ -1,7 +1,7 @@
 """Type stubs of the dlbridge extension module."""
 
 from collections.abc import Sequence
-from typing import Any, Final, Literal, Protocol, final
+from typing import Any, Final, Literal, Protocol, SupportsIndex, final
 
 from typing_extensions import CapsuleType
 
@@ -78,6 +78,14 @@ class Tensor:
         """The elements as nested lists (a scalar for 0-d tensors)."""
     def copy(self, order: Literal["C", "F"] = "C") -> Tensor:
         """A compact copy owned by dlbridge, flagged as copied."""
+    def __reduce_ex__(self, protocol: SupportsIndex, /) -> tuple[Any, ...]:
+        """Pickle support (CPU tensors): protocol 5 sends the memory as an out-of-band
+        ``pickle.PickleBuffer`` without copying; lower protocols copy it into ``bytes``."""
+    def __copy__(self) -> Tensor:
+        """``copy.copy``: a copy of the memory with the same dtype, shape, values and read-only
+        flag; dense layouts keep their strides, others become C-contiguous."""
+    def __deepcopy__(self, memo: dict[int, Any], /) -> Tensor:
+        """``copy.deepcopy``: as ``__copy__``."""
 
 def from_dlpack(
     x: _SupportsDLPack | CapsuleType,
