@@ -46,6 +46,23 @@ pub(crate) struct TypedArrayInfo<'env> {
     pub byte_offset: usize,
 }
 
+/// What became of a request for an external ArrayBuffer.
+pub(crate) enum External<'env> {
+    /// The buffer; Node calls the finalizer with the hint once it is collected.
+    Created(Handle<'env>),
+    /// The runtime forbids external buffers (`napi_no_external_buffers_allowed`); the hint is
+    /// still the caller's and the finalizer never runs.
+    Forbidden,
+    /// Another failure. Where `hint_taken`, Node runs the finalizer with the hint (now or
+    /// later): the caller must not free it.
+    Failed {
+        /// What failed.
+        failure: Failure,
+        /// Whether Node took the hint.
+        hint_taken: bool,
+    },
+}
+
 /// The JavaScript type of a value, for argument checks and messages.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum JsType {
@@ -146,9 +163,6 @@ impl<'env> Scope<'env> {
 
     /// An ArrayBuffer over memory we keep alive until `finalize` runs (with `hint`).
     ///
-    /// Returns `Ok(None)` where the runtime forbids external buffers
-    /// (`napi_no_external_buffers_allowed`); `finalize` is then never called.
-    ///
     /// # Safety
     /// `data..data + len` stays valid and unmoved until `finalize(env, data, hint)` runs, and no
     /// other ArrayBuffer reachable from this environment starts at `data`.
@@ -158,7 +172,7 @@ impl<'env> Scope<'env> {
         len: usize,
         finalize: sys::napi_finalize,
         hint: *mut c_void,
-    ) -> Outcome<Option<Handle<'env>>> {
+    ) -> External<'env> {
         let mut out = ptr::null_mut();
         // SAFETY: live env; the memory contract is the caller's.
         let status = unsafe {
@@ -171,11 +185,24 @@ impl<'env> Scope<'env> {
                 &mut out,
             )
         };
-        if status == sys::Status::napi_no_external_buffers_allowed {
-            return Ok(None);
+        use sys::Status as S;
+        match status {
+            S::napi_ok => External::Created(self.handle(out)),
+            S::napi_no_external_buffers_allowed => External::Forbidden,
+            // Node checks these before it takes the hint.
+            S::napi_invalid_arg | S::napi_pending_exception | S::napi_cannot_run_js => {
+                External::Failed {
+                    failure: check(status, "napi_create_external_arraybuffer").unwrap_err(),
+                    hint_taken: false,
+                }
+            }
+            // Node made its finalizer, then refused the buffer (a length beyond its limit): it
+            // finalizes the hint itself.
+            _ => External::Failed {
+                failure: check(status, "napi_create_external_arraybuffer").unwrap_err(),
+                hint_taken: true,
+            },
         }
-        check(status, "napi_create_external_arraybuffer")?;
-        Ok(Some(self.handle(out)))
     }
 
     /// A typed array of `kind` over `length` elements of `buffer` (an ArrayBuffer or a
@@ -241,6 +268,40 @@ impl<'env> Scope<'env> {
             sys::napi_new_instance(self.env, constructor.value, 3, arguments.as_ptr(), &mut out)
         };
         check(status, "constructing a typed array")?;
+        Ok(self.handle(out))
+    }
+
+    /// `undefined`.
+    pub(crate) fn undefined(self) -> Outcome<Handle<'env>> {
+        let mut out = ptr::null_mut();
+        // SAFETY: live env, valid out-pointer.
+        let status = unsafe { sys::napi_get_undefined(self.env, &mut out) };
+        check(status, "napi_get_undefined")?;
+        Ok(self.handle(out))
+    }
+
+    /// Calls `function` with `this` and `arguments` (JavaScript runs; a throw becomes a failure
+    /// that leaves the exception pending, which the entry point's throw then keeps).
+    pub(crate) fn call(
+        self,
+        function: Handle<'env>,
+        this: Handle<'env>,
+        arguments: &[Handle<'env>],
+    ) -> Outcome<Handle<'env>> {
+        let raw: Vec<sys::napi_value> = arguments.iter().map(|a| a.value).collect();
+        let mut out = ptr::null_mut();
+        // SAFETY: live env, values of this call, `raw` holds `raw.len()` values.
+        let status = unsafe {
+            sys::napi_call_function(
+                self.env,
+                this.value,
+                function.value,
+                raw.len(),
+                raw.as_ptr(),
+                &mut out,
+            )
+        };
+        check(status, "calling a function")?;
         Ok(self.handle(out))
     }
 
@@ -374,6 +435,14 @@ impl<'env> Handle<'env> {
         let mut result = false;
         // SAFETY: live env and value.
         unsafe { sys::napi_is_array(self.env, self.value, &mut result) };
+        result
+    }
+
+    /// Whether this is an ArrayBuffer (of any realm; false for a SharedArrayBuffer).
+    pub(crate) fn is_arraybuffer(self) -> bool {
+        let mut result = false;
+        // SAFETY: live env and value.
+        unsafe { sys::napi_is_arraybuffer(self.env, self.value, &mut result) };
         result
     }
 

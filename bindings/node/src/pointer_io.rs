@@ -150,11 +150,17 @@ fn address(value: Handle<'_>, what: &str) -> Outcome<usize> {
     }
 }
 
-/// Takes ownership of the managed tensor at `address` (versioned unless `legacy`).
+/// Takes ownership of the managed tensor at `address` (versioned unless `legacy`), for the
+/// environment of `scope`.
 ///
 /// # Safety
 /// `address` is 0 or a managed tensor of that kind whose ownership passes to us.
-unsafe fn take(address: usize, legacy: bool, flags: Flags) -> Outcome<Arc<SharedTensor>> {
+unsafe fn take(
+    scope: Scope<'_>,
+    address: usize,
+    legacy: bool,
+    flags: Flags,
+) -> Outcome<Arc<SharedTensor>> {
     let own = live_exports()
         .get(&address)
         .map(|e| (e.tensor.upgrade(), e.legacy));
@@ -169,6 +175,13 @@ unsafe fn take(address: usize, legacy: bool, flags: Flags) -> Outcome<Arc<Shared
                 "ERR_DLBRIDGE_POINTER_KIND",
                 format!("{address:#x} was exported as a {was}, not imported as {asked}"),
             ));
+        }
+        if let Some(copied) = tensor.as_ref().and_then(|t| t.copy_for_environment(scope)) {
+            // Over a worker's typed array, which this environment must not view in place: the
+            // copy replaces the export, which is consumed (its deleter drops it).
+            // SAFETY: a live export of ours, now owned by us (caller's contract).
+            drop(unsafe { import_managed(address, legacy, flags) }?);
+            return Ok(SharedTensor::native(copied?.with_flags(flags)));
         }
         if let Some(tensor) = tensor.filter(|t| (t.view().flags() & flags) == flags) {
             // Our own export: consume it (its deleter drops the export) and hand back the tensor.
@@ -229,7 +242,7 @@ pub fn import_pointer(
         };
         // SAFETY: the documented contract of `importPointer`: the caller hands us ownership of a
         // live managed tensor of the kind it names.
-        let tensor = unsafe { take(address, legacy, flags) }?;
+        let tensor = unsafe { take(scope, address, legacy, flags) }?;
         Ok(Tensor::new(tensor))
     };
     imported().or_throw(env)
