@@ -273,7 +273,7 @@ export declare class Tensor<D extends string = DType> {
    * @throws {TypeError} a dtype without typed-array view, or a detached source buffer
    * @throws {RangeError} `ERR_DLBRIDGE_TOO_LARGE`: more elements than a typed array holds, or a
    *   view of more bytes than an external ArrayBuffer holds (both `buffer.constants.MAX_LENGTH`,
-   *   4 GiB on Node 20)
+   *   4 GiB on Node 20); `ERR_DLBRIDGE_ALLOCATION_FAILED`: a copy the engine cannot allocate
    */
   toTypedArray(options?: ToTypedArrayOptions): TypedArrayFor<D>;
   /**

@@ -51,7 +51,7 @@ function loadNative() {
 const native = loadNative();
 
 // What the addon needs from this environment's engine, taken before user code can replace the
-// globals: its size limits and two intrinsics Node-API lacks (see src/engine.rs).
+// globals: its size limits and the intrinsics Node-API lacks (see src/engine.rs).
 native.initEnvironment({
   isMainThread,
   maxTypedArrayLength: bufferConstants.MAX_LENGTH,
@@ -59,6 +59,7 @@ native.initEnvironment({
   resizable: Object.getOwnPropertyDescriptor(ArrayBuffer.prototype, 'resizable')?.get ??
     (() => false),
   markAsUntransferable,
+  ArrayBuffer,
 });
 
 /**

@@ -4,8 +4,10 @@
 //! - the engine's size limits: the longest typed array and the largest external ArrayBuffer
 //!   (`buffer.constants.MAX_LENGTH`, 2^32 on Node 20), checked before anything is created,
 //!   since V8 aborts the process on a typed array beyond its limit;
-//! - two intrinsics that Node-API lacks: the `ArrayBuffer.prototype.resizable` getter (which
-//!   answers for an ArrayBuffer of any realm) and `worker_threads.markAsUntransferable`;
+//! - three intrinsics that Node-API lacks: the `ArrayBuffer.prototype.resizable` getter (which
+//!   answers for an ArrayBuffer of any realm), `worker_threads.markAsUntransferable`, and the
+//!   `ArrayBuffer` constructor, which throws where `napi_create_arraybuffer` ends the process
+//!   (an allocation that fails, a length beyond the engine's limit);
 //! - whether this is the main thread, whose heap outlives every worker's.
 
 use napi::bindgen_prelude::Unknown;
@@ -29,6 +31,8 @@ pub(crate) struct Engine {
     resizable_getter: sys::napi_ref,
     /// Strong reference to `worker_threads.markAsUntransferable`.
     mark_untransferable: sys::napi_ref,
+    /// Strong reference to the `ArrayBuffer` constructor.
+    array_buffer: sys::napi_ref,
 }
 
 impl Engine {
@@ -47,6 +51,27 @@ impl Engine {
         let mark = unsafe { scope.reference_value(self.mark_untransferable) }.ok_or_else(gone)?;
         let undefined = scope.undefined()?;
         scope.call(mark, undefined, &[buffer]).map(drop)
+    }
+
+    /// A new, zero-filled ArrayBuffer of `len` bytes and the address of its memory; a
+    /// `RangeError` (`ERR_DLBRIDGE_ALLOCATION_FAILED`) where the engine cannot make it.
+    pub(crate) fn allocate_arraybuffer<'env>(
+        &self,
+        scope: Scope<'env>,
+        len: usize,
+    ) -> Outcome<(Handle<'env>, *mut u8)> {
+        // SAFETY: as in `is_resizable`.
+        let constructor = unsafe { scope.reference_value(self.array_buffer) }.ok_or_else(gone)?;
+        let buffer = scope
+            .construct(constructor, &[scope.number(len as f64)?])
+            .map_err(|_| {
+                scope.clear_exception();
+                Failure::range_error(
+                    "ERR_DLBRIDGE_ALLOCATION_FAILED",
+                    format!("cannot allocate an ArrayBuffer of {len} bytes"),
+                )
+            })?;
+        Ok((buffer, buffer.arraybuffer_data()?))
     }
 
     /// Fails unless a typed array of `length` elements fits the engine.
@@ -82,6 +107,7 @@ impl Engine {
         unsafe {
             scope.delete_reference(self.resizable_getter);
             scope.delete_reference(self.mark_untransferable);
+            scope.delete_reference(self.array_buffer);
         }
     }
 }
@@ -136,7 +162,8 @@ fn function<'env>(value: Handle<'env>, what: &str) -> Outcome<Handle<'env>> {
 }
 
 /// Sets up the calling environment (index.js calls it once when it loads):
-/// `{isMainThread, maxTypedArrayLength, maxExternalByteLength, resizable, markAsUntransferable}`.
+/// `{isMainThread, maxTypedArrayLength, maxExternalByteLength, resizable, markAsUntransferable,
+/// ArrayBuffer}`.
 /// Later calls (index.js evaluated again in another realm of the same environment, as Jest
 /// does) keep the first setup.
 #[napi(js_name = "initEnvironment")]
@@ -153,6 +180,7 @@ pub fn init_environment(env: &Env, setup: Unknown<'_>) -> napi::Result<()> {
             setup.get_named(c"markAsUntransferable")?,
             "markAsUntransferable",
         )?;
+        let array_buffer = function(setup.get_named(c"ArrayBuffer")?, "ArrayBuffer")?;
         let engine = Engine {
             max_typed_array_length: limit(
                 setup.get_named(c"maxTypedArrayLength")?,
@@ -165,6 +193,7 @@ pub fn init_environment(env: &Env, setup: Unknown<'_>) -> napi::Result<()> {
             is_main_thread: setup.get_named(c"isMainThread")?.bool_value() == Some(true),
             resizable_getter: scope.create_reference(resizable, 1)?,
             mark_untransferable: scope.create_reference(mark, 1)?,
+            array_buffer: scope.create_reference(array_buffer, 1)?,
         };
         if let Err(engine) = context.set_engine(engine) {
             // SAFETY: the references were just made here and nothing else holds them.

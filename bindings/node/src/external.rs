@@ -83,9 +83,9 @@ pub(crate) fn view_buffer<'env>(
             offset,
             copied: false,
         }),
-        Lookup::Shorter => copy_view(scope, &view),
+        Lookup::Shorter => copy_view(scope, context, &view),
         Lookup::Vacant | Lookup::Collected if context.forbids_external_buffers() => {
-            copy_view(scope, &view)
+            copy_view(scope, context, &view)
         }
         Lookup::Vacant | Lookup::Collected => {
             match create_external(scope, context, tensor, base, span.len())? {
@@ -94,7 +94,7 @@ pub(crate) fn view_buffer<'env>(
                     offset,
                     copied: false,
                 }),
-                None => copy_view(scope, &view),
+                None => copy_view(scope, context, &view),
             }
         }
     }
@@ -171,9 +171,13 @@ unsafe extern "C" fn finalize_external(env: sys::napi_env, _data: *mut c_void, h
 }
 
 /// A new ArrayBuffer holding `view`'s elements in C order, as a [`ViewBuffer`] flagged copied.
-fn copy_view<'env>(scope: Scope<'env>, view: &TensorView<'_>) -> Outcome<ViewBuffer<'env>> {
+fn copy_view<'env>(
+    scope: Scope<'env>,
+    context: &EnvContext,
+    view: &TensorView<'_>,
+) -> Outcome<ViewBuffer<'env>> {
     Ok(ViewBuffer {
-        buffer: copy_to_arraybuffer(scope, view)?,
+        buffer: copy_to_arraybuffer(scope, context, view)?,
         offset: 0,
         copied: true,
     })
@@ -182,10 +186,13 @@ fn copy_view<'env>(scope: Scope<'env>, view: &TensorView<'_>) -> Outcome<ViewBuf
 /// A new ArrayBuffer holding `view`'s elements in C order.
 pub(crate) fn copy_to_arraybuffer<'env>(
     scope: Scope<'env>,
+    context: &EnvContext,
     view: &TensorView<'_>,
 ) -> Outcome<Handle<'env>> {
     view.require_host()?;
-    let (buffer, data) = scope.create_arraybuffer(view.nbytes())?;
+    let (buffer, data) = context
+        .require_engine()?
+        .allocate_arraybuffer(scope, view.nbytes())?;
     if view.size() == 0 {
         return Ok(buffer);
     }

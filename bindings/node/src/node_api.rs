@@ -147,7 +147,9 @@ impl<'env> Scope<'env> {
         self.handle(value.raw())
     }
 
-    /// A new, zero-filled ArrayBuffer of `len` bytes and the address of its memory.
+    /// A new, zero-filled ArrayBuffer of `len` bytes and the address of its memory. Only for
+    /// small sizes: V8 ends the process when this allocation fails
+    /// ([`Engine::allocate_arraybuffer`](crate::engine::Engine::allocate_arraybuffer) throws).
     pub(crate) fn create_arraybuffer(self, len: usize) -> Outcome<(Handle<'env>, *mut u8)> {
         let (mut out, mut data) = (ptr::null_mut(), ptr::null_mut());
         // SAFETY: live env, valid out-pointers.
@@ -243,32 +245,56 @@ impl<'env> Scope<'env> {
         buffer: Handle<'env>,
         byte_offset: usize,
     ) -> Outcome<Handle<'env>> {
-        let (mut global, mut offset, mut count) =
-            (ptr::null_mut(), ptr::null_mut(), ptr::null_mut());
+        let mut global = ptr::null_mut();
         // SAFETY: live env, valid out-pointer.
         let status = unsafe { sys::napi_get_global(self.env, &mut global) };
         check(status, "napi_get_global")?;
         let constructor = self.handle(global).get_named(kind.constructor_name())?;
-        // SAFETY: live env, valid out-pointers; both values are below 2^53 (memory sizes).
-        unsafe {
-            check(
-                sys::napi_create_double(self.env, byte_offset as f64, &mut offset),
-                "napi_create_double",
-            )?;
-            check(
-                sys::napi_create_double(self.env, length as f64, &mut count),
-                "napi_create_double",
-            )?;
-        }
-        let arguments = [buffer.value, offset, count];
+        // Both numbers are below 2^53 (memory sizes).
+        let arguments = [
+            buffer,
+            self.number(byte_offset as f64)?,
+            self.number(length as f64)?,
+        ];
+        self.construct(constructor, &arguments)
+    }
+
+    /// A number.
+    pub(crate) fn number(self, value: f64) -> Outcome<Handle<'env>> {
         let mut out = ptr::null_mut();
-        // SAFETY: live env; `constructor` is a global typed-array constructor, called with
-        // three values of this call.
-        let status = unsafe {
-            sys::napi_new_instance(self.env, constructor.value, 3, arguments.as_ptr(), &mut out)
-        };
-        check(status, "constructing a typed array")?;
+        // SAFETY: live env, valid out-pointer.
+        let status = unsafe { sys::napi_create_double(self.env, value, &mut out) };
+        check(status, "napi_create_double")?;
         Ok(self.handle(out))
+    }
+
+    /// `new constructor(...arguments)` (JavaScript runs; a throw leaves the exception pending).
+    pub(crate) fn construct(
+        self,
+        constructor: Handle<'env>,
+        arguments: &[Handle<'env>],
+    ) -> Outcome<Handle<'env>> {
+        let raw: Vec<sys::napi_value> = arguments.iter().map(|a| a.value).collect();
+        let mut out = ptr::null_mut();
+        // SAFETY: live env, values of this call, `raw` holds `raw.len()` values.
+        let status = unsafe {
+            sys::napi_new_instance(
+                self.env,
+                constructor.value,
+                raw.len(),
+                raw.as_ptr(),
+                &mut out,
+            )
+        };
+        check(status, "constructing an object")?;
+        Ok(self.handle(out))
+    }
+
+    /// Clears the pending exception, if any (to throw a clearer one instead).
+    pub(crate) fn clear_exception(self) {
+        let mut exception = ptr::null_mut();
+        // SAFETY: live env, valid out-pointer; with no exception pending it yields undefined.
+        unsafe { sys::napi_get_and_clear_last_exception(self.env, &mut exception) };
     }
 
     /// `undefined`.
@@ -436,6 +462,16 @@ impl<'env> Handle<'env> {
         // SAFETY: live env and value.
         unsafe { sys::napi_is_array(self.env, self.value, &mut result) };
         result
+    }
+
+    /// The address of this ArrayBuffer's memory.
+    pub(crate) fn arraybuffer_data(self) -> Outcome<*mut u8> {
+        let (mut data, mut len) = (ptr::null_mut(), 0);
+        // SAFETY: live env and value, valid out-pointers; non-ArrayBuffers fail with a status.
+        let status =
+            unsafe { sys::napi_get_arraybuffer_info(self.env, self.value, &mut data, &mut len) };
+        check(status, "napi_get_arraybuffer_info")?;
+        Ok(data as *mut u8)
     }
 
     /// Whether this is an ArrayBuffer (of any realm; false for a SharedArrayBuffer).

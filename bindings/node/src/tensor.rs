@@ -105,7 +105,7 @@ impl Tensor {
             memory.check_alive(scope)?;
         }
         if copy {
-            let buffer = copy_to_arraybuffer(scope, &view)?;
+            let buffer = copy_to_arraybuffer(scope, &context, &view)?;
             return scope.create_typed_array(layout.kind, length, buffer, 0);
         }
         if view.is_read_only() && !ignore_read_only {

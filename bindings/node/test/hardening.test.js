@@ -79,6 +79,19 @@ test('a copy of more elements than a typed array holds is a RangeError, not an a
   assert.equal(result.one, 7);
 });
 
+test('a copy that cannot be allocated is a RangeError, not an abort', () => {
+  // 16 GiB under a 6 GB address-space limit: the allocation fails, which V8 reports by ending
+  // the process when native code asks Node-API for the buffer.
+  const result = runChild(`
+    const t = dlbridge.fromTypedArray(new Float64Array([2]), { shape: [2 ** 31], strides: [0] });
+    report({ copy: outcome(() => t.toTypedArray({ copy: true }).length), after: t.get([5]) });
+  `, { shell: 'ulimit -v 6000000' });
+  assert.equal(result.copy.name, 'RangeError', result.copy.message);
+  assert.equal(result.copy.code, 'ERR_DLBRIDGE_ALLOCATION_FAILED');
+  assert.match(result.copy.message, /17179869184 bytes/);
+  assert.equal(result.after, 2, 'the tensor is still usable');
+});
+
 test("a worker's typed array imported elsewhere is a copy that outlives the worker", () => {
   // 64 MiB, so that the worker's exit unmaps it: a view of it would fault.
   const result = runChild(`
