@@ -78,11 +78,18 @@ function inspectTensor() {
     `${flags.length ? `, ${flags.join(', ')}` : ''} }`
   );
 }
-Object.defineProperty(native.Tensor.prototype, Symbol.for('nodejs.util.inspect.custom'), {
-  value: inspectTensor,
-});
+
+/**
+ * Puts `value` on Tensor.prototype under `key`, configurable: the addon is loaded once per
+ * environment, but this file may run again in it (Jest evaluates it once per test file).
+ */
+function defineMethod(key, value) {
+  Object.defineProperty(native.Tensor.prototype, key, { value, configurable: true });
+}
+
+defineMethod(Symbol.for('nodejs.util.inspect.custom'), inspectTensor);
 // `String(tensor)` and template literals show the same description.
-Object.defineProperty(native.Tensor.prototype, 'toString', { value: inspectTensor });
+defineMethod('toString', inspectTensor);
 
 /**
  * What `JSON.stringify(tensor)` writes: the metadata as plain data (never the elements, which
@@ -95,15 +102,13 @@ function tensorToJSON() {
   const { dtype, shape, strides, device, readonly, copied } = this;
   return { dtype, shape, strides, device, readonly, copied };
 }
-Object.defineProperty(native.Tensor.prototype, 'toJSON', { value: tensorToJSON });
+defineMethod('toJSON', tensorToJSON);
 
 // `using tensor = …` (explicit resource management) closes the tensor at the end of its block,
 // where the runtime has `Symbol.dispose`.
 if (typeof Symbol.dispose === 'symbol') {
-  Object.defineProperty(native.Tensor.prototype, Symbol.dispose, {
-    value: function dispose() {
-      this.close();
-    },
+  defineMethod(Symbol.dispose, function dispose() {
+    this.close();
   });
 }
 

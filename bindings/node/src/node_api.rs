@@ -500,6 +500,20 @@ impl<'env> Handle<'env> {
         Ok(Handle { value: out, ..self })
     }
 
+    /// The own property under `key` (a symbol), `None` when the object has none: unlike
+    /// [`get`](Self::get), no getter of its prototype chain runs.
+    pub(crate) fn get_own(self, key: Handle<'env>) -> Outcome<Option<Handle<'env>>> {
+        let mut has = false;
+        // SAFETY: live env, values of this call (the object is not a Proxy: no trap runs).
+        let status =
+            unsafe { sys::napi_has_own_property(self.env, self.value, key.value, &mut has) };
+        check(status, "napi_has_own_property")?;
+        if !has {
+            return Ok(None);
+        }
+        self.get(key).map(Some)
+    }
+
     /// The property under `key` (a symbol).
     pub(crate) fn get(self, key: Handle<'env>) -> Outcome<Handle<'env>> {
         let mut out = ptr::null_mut();

@@ -147,8 +147,8 @@ impl Tensor {
         layout: JsLayout,
     ) -> Outcome<(Handle<'env>, usize)> {
         let key = context.view_key(scope)?;
-        let cached = this.get(key)?;
-        if !cached.is_nullish() {
+        // Own only: a getter planted on the prototype under the key must not run here.
+        if let Some(cached) = this.get_own(key)? {
             if cached.is_detached() {
                 return Err(crate::js_memory::detached());
             }

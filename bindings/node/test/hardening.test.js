@@ -269,3 +269,35 @@ test('2000 emptyShared segments closed one by one fit in 256 file descriptors', 
   // Without close the same synchronous loop (no finalizer can run) runs out of descriptors.
   assert.equal(loop(false).code, 'ERR_DLBRIDGE_SHM_IO');
 });
+
+test('the package loads again in the same environment, as Jest loads it per test file', () => {
+  const result = runChild(`
+    const vm = require('node:vm');
+    const entry = require.resolve(${JSON.stringify(PACKAGE)});
+    delete require.cache[entry];
+    const again = require(entry);
+    const t = again.fromTypedArray(vm.runInNewContext('new Float32Array([1, 2, 3])'));
+    report({ text: String(t), json: JSON.parse(JSON.stringify(t)).dtype, sum: t.get(0) + t.get(2),
+      sameClass: again.Tensor === dlbridge.Tensor });
+  `);
+  assert.deepEqual(result, {
+    text: "Tensor { dtype: 'float32', shape: [3], strides: [1], device: 'cpu:0' }",
+    json: 'float32',
+    sum: 4,
+    sameClass: true,
+  });
+});
+
+test("a getter planted on Tensor.prototype under the view key never replaces a tensor's memory", () => {
+  const result = runChild(`
+    const first = dlbridge.arange(4, 'float32');
+    first.toTypedArray();
+    const [key] = Object.getOwnPropertySymbols(first);
+    let called = false;
+    Object.defineProperty(dlbridge.Tensor.prototype, key, { get() { called = true; return new ArrayBuffer(64); } });
+    const t = dlbridge.arange(4, 'float32');
+    const view = t.toTypedArray();
+    report({ called, values: [...view], same: dlbridge.addressOf(view) === t.dataPtr });
+  `);
+  assert.deepEqual(result, { called: false, values: [0, 1, 2, 3], same: true });
+});
