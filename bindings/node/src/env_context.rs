@@ -5,7 +5,9 @@
 //! consumer on another thread); `alive` then turns false and nothing touches the dead
 //! environment again. Other threads that read this environment's heap (copying a tensor over
 //! one of its typed arrays) hold [`EnvContext::while_alive`]'s read lock, which the teardown
-//! waits for: the heap is still whole while the teardown hook runs, and no copy starts after.
+//! waits for. The context turns dead in an environment cleanup hook registered after Node-API's
+//! own, so it runs first (Node runs them last-in, first-out): before Node-API finalizes any
+//! reference, while every pinned buffer is whole; no copy starts after.
 
 use std::cell::RefCell;
 use std::ffi::c_void;
@@ -104,6 +106,20 @@ impl EnvContext {
                 format!("cannot attach dlbridge's environment state (Node-API status {status})"),
             ));
         }
+        let hook_data = Arc::into_raw(context.clone()) as *mut c_void;
+        // SAFETY: live env; `hook_data` is an Arc that `on_environment_exit` takes back, which
+        // Node calls once, at the environment's cleanup.
+        let status = unsafe {
+            sys::napi_add_env_cleanup_hook(scope.raw(), Some(on_environment_exit), hook_data)
+        };
+        if status != sys::Status::napi_ok {
+            // SAFETY: Node did not take the Arc.
+            drop(unsafe { Arc::from_raw(hook_data as *const EnvContext) });
+            return Err(Failure::plain(
+                "ERR_DLBRIDGE_NODE_API",
+                format!("cannot watch the environment's exit (Node-API status {status})"),
+            ));
+        }
         Ok(context)
     }
 
@@ -153,6 +169,14 @@ impl EnvContext {
     pub(crate) fn while_alive<R>(&self, read: impl FnOnce() -> R) -> Option<R> {
         let _held = self.heap_lock.read().unwrap_or_else(|e| e.into_inner());
         self.is_alive().then(read)
+    }
+
+    /// Marks the context dead once the heap's readers on other threads are done; none starts
+    /// after.
+    fn mark_dead(&self) {
+        let held = self.heap_lock.write().unwrap_or_else(|e| e.into_inner());
+        self.alive.store(false, Ordering::Release);
+        drop(held);
     }
 
     /// Deletes a strong `reference` to a pinned JS buffer (created in this environment): at once
@@ -205,10 +229,15 @@ unsafe extern "C" fn on_teardown(env: sys::napi_env, data: *mut c_void, _hint: *
         // SAFETY: this env, live; a dead context never uses its engine again.
         unsafe { engine.release(scope) };
     }
-    // Readers of the heap on other threads finish first; none starts once `alive` is false.
-    let held = context.heap_lock.write().unwrap_or_else(|e| e.into_inner());
-    context.alive.store(false, Ordering::Release);
-    drop(held);
+    context.mark_dead();
     // `try_with`: at process exit the thread-local may already be gone.
     let _ = CURRENT.try_with(|current| current.replace(None));
+}
+
+/// The environment begins its cleanup (before Node-API finalizes references): from now on its
+/// heap is not read from other threads.
+unsafe extern "C" fn on_environment_exit(data: *mut c_void) {
+    // SAFETY: the Arc leaked by `create` for this hook, which Node calls once.
+    let context = unsafe { Arc::from_raw(data as *const EnvContext) };
+    context.mark_dead();
 }
