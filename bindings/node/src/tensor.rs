@@ -163,7 +163,7 @@ impl Tensor {
 }
 
 /// The protocol's `export`: a new managed tensor over the tensor, for another addon's argument
-/// (NULL if the memory is gone: a detached buffer, an exited worker).
+/// (NULL if the tensor is closed or its memory gone: a detached buffer, an exited worker).
 unsafe extern "C" fn export_for_addon(
     handle: *const TensorHandle,
 ) -> *mut DLManagedTensorVersioned {
