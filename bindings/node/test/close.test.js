@@ -37,7 +37,8 @@ test('a closed tensor refuses every access with ERR_DLBRIDGE_CLOSED', () => {
   t.close();
   assert.equal(t.closed, true);
   for (const [name, access] of Object.entries(ACCESSES)) {
-    assert.throws(() => access(t), (e) => e.code === 'ERR_DLBRIDGE_CLOSED' && /closed/.test(e.message), name);
+    const refused = (e) => e.code === 'ERR_DLBRIDGE_CLOSED' && /closed/.test(e.message);
+    assert.throws(() => access(t), refused, name);
   }
   assert.equal(util.inspect(t), 'Tensor { closed }');
   assert.equal(String(t), 'Tensor { closed }');
@@ -73,7 +74,9 @@ test('views and exports taken before close keep the memory until they are gone',
   });
 });
 
-test('Symbol.dispose closes the tensor', { skip: typeof Symbol.dispose !== 'symbol' && 'no Symbol.dispose' }, () => {
+const NO_DISPOSE = typeof Symbol.dispose !== 'symbol' && 'this runtime has no Symbol.dispose';
+
+test('Symbol.dispose closes the tensor', { skip: NO_DISPOSE }, () => {
   const t = empty([3], 'uint8');
   t[Symbol.dispose]();
   assert.equal(t.closed, true);

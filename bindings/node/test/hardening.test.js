@@ -19,15 +19,22 @@ const PACKAGE = path.join(__dirname, '..');
 function runChild(source, { timeout = 60_000, shell } = {}) {
   const prelude = `
     const dlbridge = require(${JSON.stringify(PACKAGE)});
-    const report = (value) => console.log(JSON.stringify(value, (k, v) => (typeof v === 'bigint' ? String(v) : v)));
-    const outcome = (fn) => { try { return { ok: fn() }; } catch (e) { return { name: e.name, code: e.code, message: e.message }; } };
+    const plain = (k, v) => (typeof v === 'bigint' ? String(v) : v);
+    const report = (value) => console.log(JSON.stringify(value, plain));
+    const outcome = (fn) => {
+      try {
+        return { ok: fn() };
+      } catch (e) {
+        return { name: e.name, code: e.code, message: e.message };
+      }
+    };
   `;
   const program = prelude + source;
+  const options = { encoding: 'utf8', timeout };
+  const limited = ['-c', `${shell}; exec "$0" --expose-gc -e "$1"`, process.execPath, program];
   const child = shell
-    ? spawnSync('bash', ['-c', `${shell}; exec "$0" --expose-gc -e "$1"`, process.execPath, program], {
-      encoding: 'utf8', timeout,
-    })
-    : spawnSync(process.execPath, ['--expose-gc', '-e', program], { encoding: 'utf8', timeout });
+    ? spawnSync('bash', limited, options)
+    : spawnSync(process.execPath, ['--expose-gc', '-e', program], options);
   assert.equal(child.signal, null, `the child died of ${child.signal}:\n${child.stderr}`);
   assert.equal(child.status, 0, `the child exited with ${child.status}:\n${child.stderr}`);
   const lines = child.stdout.trim().split('\n');
@@ -40,7 +47,9 @@ const MAX_LENGTH = require('node:buffer').constants.MAX_LENGTH;
 const BEYOND_REACH = MAX_LENGTH > 2 ** 40 &&
   'no shared-memory segment reaches this runtime\'s buffer.constants.MAX_LENGTH';
 
-test('a view of more elements than a typed array holds is a RangeError, not a crash', { skip: BEYOND_REACH }, () => {
+test('a view of more elements than a typed array holds is a RangeError, not a crash', {
+  skip: BEYOND_REACH,
+}, () => {
   const result = runChild(`
     const { tensor } = dlbridge.emptyShared([${MAX_LENGTH} + 1], 'uint8'); // pages never touched
     report(outcome(() => tensor.toTypedArray().length));
@@ -50,7 +59,9 @@ test('a view of more elements than a typed array holds is a RangeError, not a cr
   assert.match(result.message, new RegExp(`${MAX_LENGTH + 1} elements`));
 });
 
-test('a view of more bytes than an external ArrayBuffer holds is a RangeError, not a crash', { skip: BEYOND_REACH }, () => {
+test('a view of more bytes than an external ArrayBuffer holds is a RangeError, not a crash', {
+  skip: BEYOND_REACH,
+}, () => {
   // Fewer elements than a typed array's limit, more bytes than Node takes as external memory:
   // Node refuses the buffer and finalizes its hint, which the addon once freed a second time.
   const elements = MAX_LENGTH / 4 + 1;
@@ -58,7 +69,11 @@ test('a view of more bytes than an external ArrayBuffer holds is a RangeError, n
     const { tensor } = dlbridge.emptyShared([${elements}], 'float32');
     const first = outcome(() => tensor.toTypedArray().length);
     global.gc();
-    setImmediate(() => report({ first, again: outcome(() => tensor.toTypedArray().length), counts: dlbridge.diagnostics() }));
+    setImmediate(() => report({
+      first,
+      again: outcome(() => tensor.toTypedArray().length),
+      counts: dlbridge.diagnostics(),
+    }));
   `);
   for (const attempt of [result.first, result.again]) {
     assert.equal(attempt.name, 'RangeError', attempt.message);
@@ -71,8 +86,12 @@ test('a view of more bytes than an external ArrayBuffer holds is a RangeError, n
 test('a copy of more elements than a typed array holds is a RangeError, not an abort', () => {
   // One byte viewed 2^32 + 1 times (stride 0): the copy would be 4 GiB; nothing is allocated.
   const result = runChild(`
-    const t = dlbridge.fromTypedArray(new Uint8Array([7]), { shape: [${MAX_LENGTH}n + 1n], strides: [0] });
-    report({ copy: outcome(() => t.toTypedArray({ copy: true }).length), one: t.get([${MAX_LENGTH}n]) });
+    const shape = [${MAX_LENGTH}n + 1n];
+    const t = dlbridge.fromTypedArray(new Uint8Array([7]), { shape, strides: [0] });
+    report({
+      copy: outcome(() => t.toTypedArray({ copy: true }).length),
+      one: t.get([${MAX_LENGTH}n]),
+    });
   `);
   assert.equal(result.copy.name, 'RangeError', result.copy.message);
   assert.equal(result.copy.code, 'ERR_DLBRIDGE_TOO_LARGE');
@@ -100,7 +119,8 @@ test("a worker's typed array imported elsewhere is a copy that outlives the work
       const dlbridge = require(${JSON.stringify(PACKAGE)});
       const { parentPort } = require('node:worker_threads');
       const array = new Float64Array(8 * 1024 * 1024).map((_, i) => i);
-      parentPort.postMessage(dlbridge.fromTypedArray(array, { shape: [1024, 8192] }).exportPointer());
+      const tensor = dlbridge.fromTypedArray(array, { shape: [1024, 8192] });
+      parentPort.postMessage(tensor.exportPointer());
       parentPort.once('message', () => process.exit(0)); // once the main thread has its view
     \`, { eval: true });
     let tensor, view;
@@ -114,8 +134,15 @@ test("a worker's typed array imported elsewhere is a copy that outlives the work
       setTimeout(() => {
         let sum = 0;
         for (let i = 0; i < view.length; i += 4096) sum += view[i];
-        report({ copied: tensor.copied, shape: tensor.shape, first: view[1], last: view[view.length - 1], sum,
-          copy: tensor.toTypedArray({ copy: true })[12345], handle: typeof dlbridge.toShared(tensor) });
+        report({
+          copied: tensor.copied,
+          shape: tensor.shape,
+          first: view[1],
+          last: view[view.length - 1],
+          sum,
+          copy: tensor.toTypedArray({ copy: true })[12345],
+          handle: typeof dlbridge.toShared(tensor),
+        });
       }, 50);
     });
   `);
@@ -130,7 +157,7 @@ test("a worker's typed array imported elsewhere is a copy that outlives the work
   assert.equal(result.handle, 'string');
 });
 
-test('a worker exiting while its typed array is imported elsewhere gives a copy or MEMORY_GONE', () => {
+test('a worker exiting while its typed array is imported elsewhere: a copy or MEMORY_GONE', () => {
   // The worker exits right after posting: each import races its teardown.
   const result = runChild(`
     const { Worker } = require('node:worker_threads');
@@ -166,7 +193,8 @@ test('a worker exiting while its typed array is imported elsewhere gives a copy 
 test('a resizable ArrayBuffer of another realm is refused', () => {
   const result = runChild(`
     const vm = require('node:vm');
-    const array = vm.runInNewContext('new Float32Array(new ArrayBuffer(1 << 20, { maxByteLength: 1 << 21 }))');
+    const array = vm.runInNewContext(
+      'new Float32Array(new ArrayBuffer(1 << 20, { maxByteLength: 1 << 21 }))');
     report(outcome(() => {
       const t = dlbridge.fromTypedArray(array);
       array.buffer.resize(0);
@@ -191,7 +219,7 @@ test('an own buffer property does not hide a resizable ArrayBuffer', () => {
   assert.equal(result.code, 'ERR_DLBRIDGE_RESIZABLE');
 });
 
-test("a buffer of another realm is pinned untransferable: an argument's getter cannot free it", () => {
+test("another realm's buffer is pinned untransferable: an argument's getter can't free it", () => {
   // 64 MiB, so that a transferred-then-collected buffer is unmapped.
   const result = runChild(`
     const vm = require('node:vm');
@@ -226,9 +254,13 @@ test('get and set check the memory after their arguments ran JavaScript', () => 
       Object.defineProperty(index, 0, { enumerable: true, get() { memory.grow(1); return 3; } });
       return index;
     };
-    const complex = dlbridge.fromTypedArray(new Float32Array(new WebAssembly.Memory({ initial: 1 }).buffer), { dtype: 'complex64' });
+    const other = new WebAssembly.Memory({ initial: 1 });
+    const complex = dlbridge.fromTypedArray(new Float32Array(other.buffer), { dtype: 'complex64' });
     const closingValue = [];
-    Object.defineProperty(closingValue, 0, { enumerable: true, get() { complex.close(); return 1; } });
+    Object.defineProperty(closingValue, 0, {
+      enumerable: true,
+      get() { complex.close(); return 1; },
+    });
     closingValue[1] = 2;
     report({
       get: outcome(() => t.get(growing())),
@@ -246,7 +278,12 @@ test('get and set check the memory after their arguments ran JavaScript', () => 
 test('an option getter that detaches the typed array makes fromTypedArray refuse it', () => {
   const result = runChild(`
     const array = new Float32Array(16);
-    const options = { get shape() { structuredClone(array.buffer, { transfer: [array.buffer] }); return [16]; } };
+    const options = {
+      get shape() {
+        structuredClone(array.buffer, { transfer: [array.buffer] });
+        return [16];
+      },
+    };
     report(outcome(() => dlbridge.fromTypedArray(array, options).size));
   `);
   assert.equal(result.name, 'TypeError', result.message);
@@ -288,13 +325,15 @@ test('the package loads again in the same environment, as Jest loads it per test
   });
 });
 
-test("a getter planted on Tensor.prototype under the view key never replaces a tensor's memory", () => {
+test("a getter planted on Tensor.prototype under the view key never replaces the memory", () => {
   const result = runChild(`
     const first = dlbridge.arange(4, 'float32');
     first.toTypedArray();
     const [key] = Object.getOwnPropertySymbols(first);
     let called = false;
-    Object.defineProperty(dlbridge.Tensor.prototype, key, { get() { called = true; return new ArrayBuffer(64); } });
+    Object.defineProperty(dlbridge.Tensor.prototype, key, {
+      get() { called = true; return new ArrayBuffer(64); },
+    });
     const t = dlbridge.arange(4, 'float32');
     const view = t.toTypedArray();
     report({ called, values: [...view], same: dlbridge.addressOf(view) === t.dataPtr });

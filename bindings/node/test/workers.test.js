@@ -64,13 +64,14 @@ test('a worker releasing the last hold on main-thread memory unpins it on the ma
   assert.equal(watcher.collected(), 1, 'the reference was deleted on the main thread');
 });
 
-test("a worker's typed array imported by another thread is a copy, refused once the worker exited", async () => {
+test("a worker's typed array imported elsewhere is a copy, refused once it exited", async () => {
   await assertReleases(async () => {
     const worker = new Worker(`
       const dlbridge = require(${JSON.stringify(path.join(__dirname, '..'))});
       const { parentPort } = require('node:worker_threads');
       const array = new Float32Array([1, 2, 3, 4, 5, 6]);
-      const tensor = dlbridge.fromTypedArray(array, { shape: [2, 3], strides: [1, 2], readonly: true });
+      const options = { shape: [2, 3], strides: [1, 2], readonly: true };
+      const tensor = dlbridge.fromTypedArray(array, options);
       parentPort.postMessage({ live: tensor.exportPointer(), orphan: tensor.exportPointer() });
       parentPort.once('message', () => process.exit(0));
     `, { eval: true });
