@@ -75,13 +75,30 @@ impl Drop for ExportedTensor {
     }
 }
 
+/// The options of `exportPointer`, read (their getters run) before the tensor is looked at.
+#[derive(Clone, Copy)]
+pub(crate) struct ExportOptions {
+    legacy: bool,
+    ignore_read_only: bool,
+}
+
+impl ExportOptions {
+    /// Reads `{legacy?, unsafeIgnoreReadOnly?}`.
+    pub(crate) fn read(options: &Options<'_>) -> Outcome<Self> {
+        Ok(ExportOptions {
+            legacy: options.bool(c"legacy")?.unwrap_or(false),
+            ignore_read_only: options.bool(c"unsafeIgnoreReadOnly")?.unwrap_or(false),
+        })
+    }
+}
+
 /// `tensor.exportPointer({legacy?, unsafeIgnoreReadOnly?})`: the address of a new
 /// `DLManagedTensorVersioned` (or legacy `DLManagedTensor`) that keeps the tensor alive,
 /// remembered as ours until its deleter runs.
 pub(crate) fn export(
     scope: Scope<'_>,
     tensor: &Arc<SharedTensor>,
-    options: &Options<'_>,
+    options: &ExportOptions,
 ) -> Outcome<u64> {
     let (address, legacy, address_slot) = export_unremembered(scope, tensor, options)?;
     address_slot.store(address, Ordering::Release);
@@ -101,10 +118,12 @@ pub(crate) fn export(
 pub(crate) fn export_unremembered(
     scope: Scope<'_>,
     tensor: &Arc<SharedTensor>,
-    options: &Options<'_>,
+    options: &ExportOptions,
 ) -> Outcome<(usize, bool, Arc<AtomicUsize>)> {
-    let legacy = options.bool(c"legacy")?.unwrap_or(false);
-    let ignore_read_only = options.bool(c"unsafeIgnoreReadOnly")?.unwrap_or(false);
+    let ExportOptions {
+        legacy,
+        ignore_read_only,
+    } = *options;
     if let Some(memory) = tensor.js_memory() {
         memory.check_alive(scope)?;
     }

@@ -321,8 +321,9 @@ impl Tensor {
             &["legacy", "unsafeIgnoreReadOnly"],
         )
         .and_then(|options| {
-            let bound = |shared: Arc<SharedTensor>| pointer_io::export(scope, &shared, &options);
-            self.shared().and_then(bound)
+            // The options' getters run first: they may close the tensor.
+            let options = pointer_io::ExportOptions::read(&options)?;
+            pointer_io::export(scope, &self.shared()?, &options)
         })
         .map(BigInt::from)
         .or_throw(env)

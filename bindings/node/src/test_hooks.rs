@@ -38,8 +38,8 @@ pub fn export_anonymous(
         &["legacy", "unsafeIgnoreReadOnly"],
     )
     .and_then(|options| {
-        let shared = tensor.shared()?;
-        pointer_io::export_unremembered(scope, &shared, &options)
+        let options = pointer_io::ExportOptions::read(&options)?;
+        pointer_io::export_unremembered(scope, &tensor.shared()?, &options)
     })
     .map(|(address, _, _)| BigInt::from(address as u64))
     .or_throw(env)

@@ -91,3 +91,26 @@ test('a shared-memory tensor closed in a loop frees its segment each time', () =
   }
   assert.equal(liveCounts().liveTensors, before);
 });
+
+test('a tensor closed by a getter of its own call is refused before its memory is touched', () => {
+  const closingOption = (t, name) => ({
+    get [name]() {
+      t.close();
+      return false;
+    },
+  });
+  const calls = {
+    toTypedArray: (t) => t.toTypedArray(closingOption(t, 'copy')),
+    exportPointer: (t) => t.exportPointer(closingOption(t, 'legacy')),
+    get: (t) => {
+      const index = [];
+      Object.defineProperty(index, 0, { enumerable: true, get: () => (t.close(), 1) });
+      return t.get(index);
+    },
+  };
+  for (const [name, call] of Object.entries(calls)) {
+    const t = arange(4, 'float32');
+    assertThrowsCode(() => call(t), Error, 'ERR_DLBRIDGE_CLOSED', /closed/);
+    assert.equal(t.closed, true, name);
+  }
+});
