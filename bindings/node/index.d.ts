@@ -212,7 +212,11 @@ export interface ImportPointerOptions {
  * A DLPack tensor: metadata, plus memory kept alive for as long as anyone holds it (this
  * object, a typed array from {@link Tensor.toTypedArray}, a consumer of an exported pointer).
  * Made by {@link fromTypedArray}, {@link empty}, {@link arange}, {@link importPointer},
- * {@link emptyShared} or {@link fromShared}.
+ * {@link emptyShared} or {@link fromShared}. {@link Tensor.close} lets go of it at once;
+ * otherwise the collector does, whenever it finds the object.
+ *
+ * Once closed, every property and method but {@link Tensor.closed} and {@link Tensor.close}
+ * throws an `Error` with code `ERR_DLBRIDGE_CLOSED`.
  */
 export declare class Tensor<D extends string = DType> {
   private constructor();
@@ -246,6 +250,16 @@ export declare class Tensor<D extends string = DType> {
   readonly copied: boolean;
   /** Address of element 0. */
   readonly dataPtr: bigint;
+  /** Whether {@link Tensor.close} has run. */
+  readonly closed: boolean;
+  /**
+   * Lets go of this object's hold on the memory now: a shared-memory segment (and its file
+   * descriptor), a Rust allocation or a pinned typed array is released at once unless typed
+   * arrays from {@link Tensor.toTypedArray}, exports or other `Tensor`s over it still hold it.
+   * Closing twice does nothing. Where the runtime has `Symbol.dispose`, `tensor[Symbol.dispose]()`
+   * calls it, so `using t = empty([4])` closes `t` at the end of its block.
+   */
+  close(): void;
   /**
    * The elements as a typed array (see {@link TypedArrayOf}), in row-major order.
    *
@@ -257,6 +271,9 @@ export declare class Tensor<D extends string = DType> {
    *
    * @throws {Error} not row-major / read-only / not on the CPU
    * @throws {TypeError} a dtype without typed-array view, or a detached source buffer
+   * @throws {RangeError} `ERR_DLBRIDGE_TOO_LARGE`: more elements than a typed array holds, or a
+   *   view of more bytes than an external ArrayBuffer holds (both `buffer.constants.MAX_LENGTH`,
+   *   4 GiB on Node 20); `ERR_DLBRIDGE_ALLOCATION_FAILED`: a copy the engine cannot allocate
    */
   toTypedArray(options?: ToTypedArrayOptions): TypedArrayFor<D>;
   /**
@@ -306,9 +323,12 @@ export interface TensorJSON<D extends string = string> {
 /**
  * A tensor over a typed array's own memory: no copy, same address (byteOffset honoured). The
  * ArrayBuffer stays alive while any holder of the tensor lives, and is marked untransferable.
+ * The checks hold for typed arrays of any realm (`vm` contexts, Jest) whatever their `buffer`
+ * property says, and the options are read before the buffer is checked.
  *
- * @throws {TypeError} not a typed array, detached, resizable, a dtype the array cannot hold, or
- *   an unknown option
+ * @throws {TypeError} not a typed array, detached (`ERR_DLBRIDGE_DETACHED`, also when an
+ *   option's getter detached it), resizable (`ERR_DLBRIDGE_RESIZABLE`), a dtype the array
+ *   cannot hold, or an unknown option
  * @throws {RangeError} shape, strides or offset reaching outside the typed array
  */
 export declare function fromTypedArray<A extends SupportedTypedArray>(
@@ -349,9 +369,14 @@ export declare function arange<D extends DType = 'float32'>(
 /**
  * Takes ownership of a DLPack managed-tensor pointer (BigInt address) from another native addon
  * or {@link Tensor.exportPointer}; its deleter runs once, when the tensor and its views are
- * collected. Importing our own export gives back the exported tensor.
+ * collected. Importing our own export gives back the exported tensor, except a tensor over a
+ * worker's typed array imported in another thread: that becomes a row-major copy
+ * ({@link Tensor.copied}), since the worker's memory goes when it exits.
  *
  * **Unsafe by nature**: a wrong or already-deleted address crashes the process.
+ *
+ * @throws {Error} `ERR_DLBRIDGE_MEMORY_GONE`: a tensor over the typed array of a worker that
+ *   has exited (the pointer is consumed)
  */
 export declare function importPointer(address: bigint, options?: ImportPointerOptions): Tensor;
 

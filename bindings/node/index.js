@@ -11,7 +11,8 @@
  * @module dlbridge
  */
 
-const { markAsUntransferable } = require('node:worker_threads');
+const { constants: bufferConstants } = require('node:buffer');
+const { isMainThread, markAsUntransferable } = require('node:worker_threads');
 const { addonFileName, platformPackageName } = require('./platform');
 
 /**
@@ -49,12 +50,26 @@ function loadNative() {
 
 const native = loadNative();
 
+// What the addon needs from this environment's engine, taken before user code can replace the
+// globals: its size limits and the intrinsics Node-API lacks (see src/engine.rs).
+native.initEnvironment({
+  isMainThread,
+  maxTypedArrayLength: bufferConstants.MAX_LENGTH,
+  maxExternalByteLength: bufferConstants.MAX_LENGTH,
+  resizable: Object.getOwnPropertyDescriptor(ArrayBuffer.prototype, 'resizable')?.get ??
+    (() => false),
+  markAsUntransferable,
+  ArrayBuffer,
+});
+
 /**
- * What `console.log(tensor)` and `util.inspect(tensor)` show: the metadata, not the elements.
+ * What `console.log(tensor)` and `util.inspect(tensor)` show: the metadata, not the elements
+ * (`Tensor { closed }` once closed).
  * @this {Tensor}
  * @returns {string}
  */
 function inspectTensor() {
+  if (this.closed) return 'Tensor { closed }';
   const { type, id } = this.device;
   const flags = [this.readonly && 'readonly', this.copied && 'copied'].filter(Boolean);
   return (
@@ -63,11 +78,18 @@ function inspectTensor() {
     `${flags.length ? `, ${flags.join(', ')}` : ''} }`
   );
 }
-Object.defineProperty(native.Tensor.prototype, Symbol.for('nodejs.util.inspect.custom'), {
-  value: inspectTensor,
-});
+
+/**
+ * Puts `value` on Tensor.prototype under `key`, configurable: the addon is loaded once per
+ * environment, but this file may run again in it (Jest evaluates it once per test file).
+ */
+function defineMethod(key, value) {
+  Object.defineProperty(native.Tensor.prototype, key, { value, configurable: true });
+}
+
+defineMethod(Symbol.for('nodejs.util.inspect.custom'), inspectTensor);
 // `String(tensor)` and template literals show the same description.
-Object.defineProperty(native.Tensor.prototype, 'toString', { value: inspectTensor });
+defineMethod('toString', inspectTensor);
 
 /**
  * What `JSON.stringify(tensor)` writes: the metadata as plain data (never the elements, which
@@ -80,7 +102,15 @@ function tensorToJSON() {
   const { dtype, shape, strides, device, readonly, copied } = this;
   return { dtype, shape, strides, device, readonly, copied };
 }
-Object.defineProperty(native.Tensor.prototype, 'toJSON', { value: tensorToJSON });
+defineMethod('toJSON', tensorToJSON);
+
+// `using tensor = …` (explicit resource management) closes the tensor at the end of its block,
+// where the runtime has `Symbol.dispose`.
+if (typeof Symbol.dispose === 'symbol') {
+  defineMethod(Symbol.dispose, function dispose() {
+    this.close();
+  });
+}
 
 /**
  * A tensor over a typed array's own memory: no copy, same address (byteOffset honoured).
@@ -89,7 +119,9 @@ Object.defineProperty(native.Tensor.prototype, 'toJSON', { value: tensorToJSON }
  * (JavaScript, Rust, another addon holding an exported pointer), and it is marked
  * untransferable (`worker_threads.markAsUntransferable`), because native code holds its
  * address: `postMessage` copies it instead of moving it. Resizable ArrayBuffers are refused
- * (they can shrink under native code); growable SharedArrayBuffers are fine.
+ * (they can shrink under native code); growable SharedArrayBuffers are fine. Every check is
+ * native: it holds for typed arrays of any realm (`vm` contexts, Jest), whatever their `buffer`
+ * property says, and the options are read before the buffer is checked and pinned.
  *
  * @param {ArrayBufferView} array a typed array (Int8/16/32, Uint8/16/32, Uint8Clamped,
  *   Float32/64, BigInt64/BigUint64)
@@ -101,23 +133,12 @@ Object.defineProperty(native.Tensor.prototype, 'toJSON', { value: tensorToJSON }
  * @param {string} [options.dtype] reinterpret the elements: "float16"/"bfloat16" for a
  *   Uint16Array, "bool" or "float8_*" for a Uint8Array, "complex64" for a Float32Array, …
  * @returns {Tensor}
- * @throws {TypeError} not a typed array, detached, resizable, a dtype that array cannot hold, or
- *   an unknown option key (`ERR_DLBRIDGE_UNKNOWN_OPTION`, naming the option meant)
+ * @throws {TypeError} not a typed array, detached (also when an option's getter detached it),
+ *   resizable (`ERR_DLBRIDGE_RESIZABLE`), a dtype that array cannot hold, or an unknown option
+ *   key (`ERR_DLBRIDGE_UNKNOWN_OPTION`, naming the option meant)
  * @throws {RangeError} shape, strides or offset reaching outside the typed array
  */
-function fromTypedArray(array, options) {
-  const buffer = ArrayBuffer.isView(array) ? array.buffer : undefined;
-  if (buffer instanceof ArrayBuffer && buffer.resizable) {
-    const error = new TypeError(
-      'fromTypedArray: resizable ArrayBuffers can shrink under native code; use a fixed-length one',
-    );
-    error.code = 'ERR_DLBRIDGE_RESIZABLE';
-    throw error;
-  }
-  const tensor = native.fromTypedArray(array, options);
-  if (buffer instanceof ArrayBuffer) markAsUntransferable(buffer);
-  return tensor;
-}
+const fromTypedArray = native.fromTypedArray;
 
 module.exports = {
   /** The DLPack version this build speaks, `[major, minor]`. */

@@ -29,11 +29,54 @@ fn check_dims(shape: &[i64]) -> Outcome<()> {
     }
 }
 
+/// `fromTypedArray`'s options, read (and their getters run) before the typed array is looked
+/// at, so that no JavaScript runs between checking its buffer and pinning it.
+struct TypedArrayOptions {
+    dtype: Option<String>,
+    offset: i64,
+    shape: Option<Vec<i64>>,
+    strides: Option<Vec<i64>>,
+    readonly: bool,
+}
+
+impl TypedArrayOptions {
+    fn read(options: &Options<'_>) -> Outcome<Self> {
+        Ok(TypedArrayOptions {
+            dtype: options.dtype(c"dtype")?,
+            offset: options.integer(c"offset")?.unwrap_or(0),
+            shape: options.integer_list(c"shape")?,
+            strides: options.integer_list(c"strides")?,
+            readonly: options.bool(c"readonly")?.unwrap_or(false),
+        })
+    }
+}
+
+/// The `TypeError` for a resizable ArrayBuffer.
+fn resizable() -> Failure {
+    Failure::type_error(
+        "ERR_DLBRIDGE_RESIZABLE",
+        "fromTypedArray: resizable ArrayBuffers can shrink under native code; use a fixed-length \
+         one (growable SharedArrayBuffers are fine)",
+    )
+}
+
 fn tensor_over_typed_array(
     scope: Scope<'_>,
     array: Handle<'_>,
     options: &Options<'_>,
 ) -> Outcome<Tensor> {
+    let context = EnvContext::of(scope)?;
+    let engine = context.require_engine()?;
+    let TypedArrayOptions {
+        dtype,
+        offset,
+        shape,
+        strides,
+        readonly,
+    } = TypedArrayOptions::read(options)?;
+    // From here on no JavaScript of the caller's runs: the buffer checked below is the buffer
+    // pinned at the end. Node-API reports the typed array's own buffer, whatever realm it comes
+    // from and whatever its `buffer` property says.
     let info = array.typed_array_info()?.ok_or_else(|| {
         Failure::type_error(
             "ERR_DLBRIDGE_INVALID_ARGUMENT",
@@ -46,10 +89,13 @@ fn tensor_over_typed_array(
     if info.buffer.is_detached() {
         return Err(detached());
     }
-    let (dtype, js) = dtype_for(info.kind, options.dtype(c"dtype")?.as_deref())?;
+    let is_arraybuffer = info.buffer.is_arraybuffer();
+    if is_arraybuffer && engine.is_resizable(scope, info.buffer)? {
+        return Err(resizable());
+    }
+    let (dtype, js) = dtype_for(info.kind, dtype.as_deref())?;
     let itemsize = dtype.itemsize();
     let byte_len = info.length * info.kind.element_size();
-    let offset = options.integer(c"offset")?.unwrap_or(0);
     let elements = (byte_len / itemsize) as i64;
     if !(0..=elements).contains(&offset) {
         return Err(Failure::range_error(
@@ -60,7 +106,7 @@ fn tensor_over_typed_array(
             ),
         ));
     }
-    let shape = match options.integer_list(c"shape")? {
+    let shape = match shape {
         Some(shape) => shape,
         None if info.length % js.per_element != 0 => {
             return Err(Failure::range_error(
@@ -77,7 +123,7 @@ fn tensor_over_typed_array(
         None => vec![elements - offset],
     };
     check_dims(&shape)?;
-    let strides = match options.integer_list(c"strides")? {
+    let strides = match strides {
         Some(strides) => {
             layout::check_strides_len(&shape, &strides)?;
             strides
@@ -96,14 +142,14 @@ fn tensor_over_typed_array(
         }
         .into());
     }
-    let flags = match options.bool(c"readonly")?.unwrap_or(false) {
+    let flags = match readonly {
         true => Flags::READ_ONLY,
         false => Flags::empty(),
     };
     let data = info.data.wrapping_add(byte_offset);
     // SAFETY: the span lies inside the typed array's bytes (checked above), which the JsMemory
-    // pinned below keeps alive (and un-transferable, see index.js) for as long as the
-    // SharedTensor that holds both; the empty owner is fine because that pin is the owner.
+    // pinned below keeps alive (and un-transferable) for as long as the SharedTensor that holds
+    // both; the empty owner is fine because that pin is the owner.
     let tensor = unsafe {
         CoreTensor::from_raw_parts(
             data,
@@ -115,12 +161,20 @@ fn tensor_over_typed_array(
             Box::new(()),
         )
     }?;
-    let context = EnvContext::of(scope)?;
-    let memory = JsMemory::pin(scope, context, info.buffer, info.byte_offset + byte_offset)?;
+    if is_arraybuffer {
+        // Native code holds the address from now on: `postMessage` must copy, not move, it.
+        engine.mark_untransferable(scope, info.buffer)?;
+    }
+    let memory = JsMemory::pin(
+        scope,
+        context.clone(),
+        info.buffer,
+        info.byte_offset + byte_offset,
+    )?;
     Ok(Tensor::new(SharedTensor::over_js(tensor, memory)))
 }
 
-/// Native half of `fromTypedArray` (index.js adds the checks only JavaScript can make).
+/// A `Tensor` over a typed array's own memory (see index.d.ts).
 #[napi(js_name = "fromTypedArray")]
 pub fn from_typed_array(
     env: &Env,

@@ -16,6 +16,7 @@ use napi_derive::napi;
 use crate::arguments::{describe, integer_list};
 use crate::errors::{Failure, OrThrow, Outcome};
 use crate::node_api::{Handle, JsType, Scope};
+use crate::shared::SharedTensor;
 use crate::tensor::Tensor;
 
 /// An element as JS sees it: boolean, number, BigInt or `[re, im]`.
@@ -68,21 +69,20 @@ impl Kind {
 }
 
 /// The address of the element at `index` (one non-negative index per dimension, each below its
-/// dimension), with the element's kind. Checks the device and that JS memory is still attached.
+/// dimension, already read from JavaScript), with the element's kind. Checks the device and
+/// that JS memory is still attached: callers run it after every step that can run JavaScript.
 fn element_address(
     scope: Scope<'_>,
-    tensor: &Tensor,
-    index: Handle<'_>,
+    shared: &SharedTensor,
+    index: &[i64],
     function: &str,
 ) -> Outcome<(*mut u8, Kind)> {
-    let shared = tensor.shared();
     if let Some(memory) = shared.js_memory() {
         memory.check_alive(scope)?;
     }
     let view: TensorView<'_> = shared.view();
     view.require_host()?;
     let kind = Kind::of(view.dtype())?;
-    let index = integer_list(index, &format!("{function}: index"), true)?;
     let shape = view.shape();
     if index.len() != shape.len() || index.iter().zip(shape).any(|(&i, &d)| i < 0 || i >= d) {
         return Err(Failure::range_error(
@@ -237,11 +237,16 @@ impl Tensor {
     #[napi]
     pub fn get<'env>(&self, env: &'env Env, index: Unknown<'env>) -> napi::Result<JsElement> {
         let scope = Scope::new(env);
-        element_address(scope, self, scope.adopt(&index), "get")
-            // SAFETY: `element_address` checked the index against the shape and the memory is
-            // host memory that `self` keeps alive.
-            .map(|(at, kind)| unsafe { read(at, kind) })
-            .or_throw(env)
+        let read_element = || -> Outcome<JsElement> {
+            // Reading the index may run JavaScript (getters), so the memory is checked after.
+            let index = integer_list(scope.adopt(&index), "get: index", true)?;
+            let shared = self.shared()?;
+            let (at, kind) = element_address(scope, &shared, &index, "get")?;
+            // SAFETY: `element_address` checked the index against the shape and that the memory
+            // is still there, and no JavaScript ran since; `shared` keeps host memory alive.
+            Ok(unsafe { read(at, kind) })
+        };
+        read_element().or_throw(env)
     }
 
     /// Writes `value` to the element at `index` in place; the tensor must not be read-only.
@@ -254,20 +259,27 @@ impl Tensor {
     ) -> napi::Result<()> {
         let scope = Scope::new(env);
         let write = || -> Outcome<()> {
-            let (at, kind) = element_address(scope, self, scope.adopt(&index), "set")?;
-            if self.shared().view().is_read_only() {
-                return Err(Failure::plain(
-                    "ERR_DLBRIDGE_READ_ONLY",
-                    "set: the tensor is read-only (its producer asked nobody to write it)",
-                ));
-            }
-            let bytes = encode(
-                scope.adopt(&value),
-                kind,
-                &self.shared().tensor().dtype().name(),
-            )?;
-            // SAFETY: `at` is an in-bounds element of live, writable host memory whose size is
-            // the dtype's itemsize, which is `bytes.len()`.
+            // Both arguments are read first (their getters may run JavaScript that closes the
+            // tensor or detaches its buffer); the memory is checked after.
+            let index = integer_list(scope.adopt(&index), "set: index", true)?;
+            let (kind, dtype) = {
+                let shared = self.shared()?;
+                let view = shared.view();
+                view.require_host()?;
+                if view.is_read_only() {
+                    return Err(Failure::plain(
+                        "ERR_DLBRIDGE_READ_ONLY",
+                        "set: the tensor is read-only (its producer asked nobody to write it)",
+                    ));
+                }
+                (Kind::of(view.dtype())?, view.dtype().name())
+            };
+            let bytes = encode(scope.adopt(&value), kind, &dtype)?;
+            let shared = self.shared()?;
+            let (at, kind_now) = element_address(scope, &shared, &index, "set")?;
+            debug_assert_eq!(kind, kind_now, "a tensor's dtype never changes");
+            // SAFETY: `at` is an in-bounds element of live, writable host memory (checked after
+            // the last JavaScript ran) whose size is the dtype's itemsize, `bytes.len()`.
             unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), at, bytes.len()) };
             Ok(())
         };

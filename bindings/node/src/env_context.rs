@@ -3,19 +3,24 @@
 //!
 //! The context outlives its environment when tensors made there are still held elsewhere (a
 //! consumer on another thread); `alive` then turns false and nothing touches the dead
-//! environment again.
+//! environment again. Other threads that read this environment's heap (copying a tensor over
+//! one of its typed arrays) hold [`EnvContext::while_alive`]'s read lock, which the teardown
+//! waits for. The context turns dead in an environment cleanup hook registered after Node-API's
+//! own, so it runs first (Node runs them last-in, first-out): before Node-API finalizes any
+//! reference, while every pinned buffer is whole; no copy starts after.
 
 use std::cell::RefCell;
 use std::ffi::c_void;
 use std::ptr;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock, RwLock};
 use std::thread::{self, ThreadId};
 
 use napi::sys;
 
 use crate::block_registry::BlockRegistry;
 use crate::diagnostics::PINNED_JS_BUFFERS;
+use crate::engine::{not_initialised, Engine};
 use crate::errors::{Failure, Outcome};
 use crate::node_api::{Handle, Scope};
 use crate::release_queue::ReleaseQueue;
@@ -26,6 +31,11 @@ pub(crate) struct EnvContext {
     env: usize,
     thread: ThreadId,
     alive: AtomicBool,
+    /// Held (read) by other threads while they read this environment's heap; the teardown
+    /// takes it (write) before marking the context dead.
+    heap_lock: RwLock<()>,
+    /// The engine's limits and intrinsics, once index.js has set them up.
+    engine: OnceLock<Engine>,
     releases: Arc<ReleaseQueue>,
     /// Strong reference to the symbol under which a `Tensor` object keeps its view buffer.
     view_key: sys::napi_ref,
@@ -76,6 +86,8 @@ impl EnvContext {
             env: scope.raw() as usize,
             thread: thread::current().id(),
             alive: AtomicBool::new(true),
+            heap_lock: RwLock::new(()),
+            engine: OnceLock::new(),
             releases: ReleaseQueue::new(scope)?,
             view_key: scope.create_reference(key, 1)?,
             blocks: BlockRegistry::default(),
@@ -92,6 +104,20 @@ impl EnvContext {
             return Err(Failure::plain(
                 "ERR_DLBRIDGE_NODE_API",
                 format!("cannot attach dlbridge's environment state (Node-API status {status})"),
+            ));
+        }
+        let hook_data = Arc::into_raw(context.clone()) as *mut c_void;
+        // SAFETY: live env; `hook_data` is an Arc that `on_environment_exit` takes back, which
+        // Node calls once, at the environment's cleanup.
+        let status = unsafe {
+            sys::napi_add_env_cleanup_hook(scope.raw(), Some(on_environment_exit), hook_data)
+        };
+        if status != sys::Status::napi_ok {
+            // SAFETY: Node did not take the Arc.
+            drop(unsafe { Arc::from_raw(hook_data as *const EnvContext) });
+            return Err(Failure::plain(
+                "ERR_DLBRIDGE_NODE_API",
+                format!("cannot watch the environment's exit (Node-API status {status})"),
             ));
         }
         Ok(context)
@@ -115,6 +141,42 @@ impl EnvContext {
     /// Whether the environment has not torn down yet.
     pub(crate) fn is_alive(&self) -> bool {
         self.alive.load(Ordering::Acquire)
+    }
+
+    /// The engine's setup, if index.js has made it.
+    pub(crate) fn engine(&self) -> Option<&Engine> {
+        self.engine.get()
+    }
+
+    /// The engine's setup, or the failure saying that index.js never made it.
+    pub(crate) fn require_engine(&self) -> Outcome<&Engine> {
+        self.engine().ok_or_else(not_initialised)
+    }
+
+    /// Stores the engine's setup; gives it back if one is already there.
+    pub(crate) fn set_engine(&self, engine: Engine) -> Result<(), Engine> {
+        self.engine.set(engine)
+    }
+
+    /// Whether this is the main thread's environment, which outlives every worker (Node stops
+    /// a thread's workers before tearing its environment down). Unknown counts as no.
+    pub(crate) fn is_main_thread(&self) -> bool {
+        self.engine().is_some_and(|engine| engine.is_main_thread)
+    }
+
+    /// Runs `read` (which reads this environment's heap, from any thread) while the environment
+    /// cannot tear down; `None` if it already has.
+    pub(crate) fn while_alive<R>(&self, read: impl FnOnce() -> R) -> Option<R> {
+        let _held = self.heap_lock.read().unwrap_or_else(|e| e.into_inner());
+        self.is_alive().then(read)
+    }
+
+    /// Marks the context dead once the heap's readers on other threads are done; none starts
+    /// after.
+    fn mark_dead(&self) {
+        let held = self.heap_lock.write().unwrap_or_else(|e| e.into_inner());
+        self.alive.store(false, Ordering::Release);
+        drop(held);
     }
 
     /// Deletes a strong `reference` to a pinned JS buffer (created in this environment): at once
@@ -160,8 +222,22 @@ unsafe extern "C" fn on_teardown(env: sys::napi_env, data: *mut c_void, _hint: *
     // SAFETY: the Arc leaked by `create`, given back once by Node.
     let context = unsafe { Arc::from_raw(data as *const EnvContext) };
     // SAFETY: Node calls instance-data finalizers with the live env on its thread.
-    unsafe { Scope::from_raw(env).delete_reference(context.view_key) };
-    context.alive.store(false, Ordering::Release);
+    let scope = unsafe { Scope::from_raw(env) };
+    // SAFETY: the view key was created in this env; the context is dead from here on.
+    unsafe { scope.delete_reference(context.view_key) };
+    if let Some(engine) = context.engine() {
+        // SAFETY: this env, live; a dead context never uses its engine again.
+        unsafe { engine.release(scope) };
+    }
+    context.mark_dead();
     // `try_with`: at process exit the thread-local may already be gone.
     let _ = CURRENT.try_with(|current| current.replace(None));
+}
+
+/// The environment begins its cleanup (before Node-API finalizes references): from now on its
+/// heap is not read from other threads.
+unsafe extern "C" fn on_environment_exit(data: *mut c_void) {
+    // SAFETY: the Arc leaked by `create` for this hook, which Node calls once.
+    let context = unsafe { Arc::from_raw(data as *const EnvContext) };
+    context.mark_dead();
 }

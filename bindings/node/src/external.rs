@@ -22,7 +22,7 @@ use crate::block_registry::Lookup;
 use crate::diagnostics::EXTERNAL_BUFFERS;
 use crate::env_context::EnvContext;
 use crate::errors::{Failure, Outcome};
-use crate::node_api::{Handle, Scope};
+use crate::node_api::{External, Handle, Scope};
 use crate::shared::SharedTensor;
 
 /// A buffer for typed-array views of a tensor.
@@ -83,9 +83,9 @@ pub(crate) fn view_buffer<'env>(
             offset,
             copied: false,
         }),
-        Lookup::Shorter => copy_view(scope, &view),
+        Lookup::Shorter => copy_view(scope, context, &view),
         Lookup::Vacant | Lookup::Collected if context.forbids_external_buffers() => {
-            copy_view(scope, &view)
+            copy_view(scope, context, &view)
         }
         Lookup::Vacant | Lookup::Collected => {
             match create_external(scope, context, tensor, base, span.len())? {
@@ -94,14 +94,15 @@ pub(crate) fn view_buffer<'env>(
                     offset,
                     copied: false,
                 }),
-                None => copy_view(scope, &view),
+                None => copy_view(scope, context, &view),
             }
         }
     }
 }
 
 /// A new external ArrayBuffer over `len` bytes at `base`, registered, or `None` where the
-/// runtime forbids external buffers.
+/// runtime forbids external buffers; a `RangeError` (`ERR_DLBRIDGE_TOO_LARGE`) beyond the
+/// runtime's limit for external buffers.
 fn create_external<'env>(
     scope: Scope<'env>,
     context: &Arc<EnvContext>,
@@ -109,6 +110,10 @@ fn create_external<'env>(
     base: usize,
     len: usize,
 ) -> Outcome<Option<Handle<'env>>> {
+    // Node refuses larger buffers, and finalizes the hint of a refused one itself.
+    context
+        .require_engine()?
+        .check_external_byte_length(len, "toTypedArray")?;
     let id = NEXT_BLOCK_ID.fetch_add(1, Ordering::Relaxed);
     let hint = Box::into_raw(Box::new(ExternalBlock {
         _tensor: tensor.clone(),
@@ -116,6 +121,8 @@ fn create_external<'env>(
         base,
         id,
     }));
+    // Counted from here: `finalize_external` uncounts it, whenever Node runs it.
+    EXTERNAL_BUFFERS.increment();
     // SAFETY: the block is the tensor's span (host memory, valid while the tensor lives), and
     // `hint` keeps the tensor alive until `finalize_external` runs; the registry lookup just
     // found no reachable buffer of this environment starting at `base`.
@@ -128,14 +135,25 @@ fn create_external<'env>(
         )
     };
     let buffer = match created {
-        Ok(Some(buffer)) => buffer,
-        Ok(None) | Err(_) => {
-            // SAFETY: Node did not take the hint (no buffer was made).
+        External::Created(buffer) => buffer,
+        External::Forbidden => {
+            EXTERNAL_BUFFERS.decrement();
+            // SAFETY: Node did not take the hint (its finalizer never runs).
             drop(unsafe { Box::from_raw(hint) });
-            return created;
+            return Ok(None);
         }
+        External::Failed {
+            failure,
+            hint_taken: false,
+        } => {
+            EXTERNAL_BUFFERS.decrement();
+            // SAFETY: as above.
+            drop(unsafe { Box::from_raw(hint) });
+            return Err(failure);
+        }
+        // Node took the hint and finalizes it with `finalize_external`: not ours to free.
+        External::Failed { failure, .. } => return Err(failure),
     };
-    EXTERNAL_BUFFERS.increment();
     let weak = scope.create_reference(buffer, 0)?;
     context.blocks.insert(scope, base, len, weak, id);
     Ok(Some(buffer))
@@ -153,9 +171,13 @@ unsafe extern "C" fn finalize_external(env: sys::napi_env, _data: *mut c_void, h
 }
 
 /// A new ArrayBuffer holding `view`'s elements in C order, as a [`ViewBuffer`] flagged copied.
-fn copy_view<'env>(scope: Scope<'env>, view: &TensorView<'_>) -> Outcome<ViewBuffer<'env>> {
+fn copy_view<'env>(
+    scope: Scope<'env>,
+    context: &EnvContext,
+    view: &TensorView<'_>,
+) -> Outcome<ViewBuffer<'env>> {
     Ok(ViewBuffer {
-        buffer: copy_to_arraybuffer(scope, view)?,
+        buffer: copy_to_arraybuffer(scope, context, view)?,
         offset: 0,
         copied: true,
     })
@@ -164,10 +186,13 @@ fn copy_view<'env>(scope: Scope<'env>, view: &TensorView<'_>) -> Outcome<ViewBuf
 /// A new ArrayBuffer holding `view`'s elements in C order.
 pub(crate) fn copy_to_arraybuffer<'env>(
     scope: Scope<'env>,
+    context: &EnvContext,
     view: &TensorView<'_>,
 ) -> Outcome<Handle<'env>> {
     view.require_host()?;
-    let (buffer, data) = scope.create_arraybuffer(view.nbytes())?;
+    let (buffer, data) = context
+        .require_engine()?
+        .allocate_arraybuffer(scope, view.nbytes())?;
     if view.size() == 0 {
         return Ok(buffer);
     }

@@ -4,6 +4,7 @@
 
 use std::sync::Arc;
 
+use dlbridge::{copy, Flags, Order, Tensor, TensorView};
 use napi::sys;
 
 use crate::diagnostics;
@@ -53,10 +54,7 @@ impl JsMemory {
     /// its environment (a worker) has exited: in both cases its memory is gone.
     pub(crate) fn buffer<'env>(&self, scope: Scope<'env>) -> Outcome<Option<Handle<'env>>> {
         if !self.context.is_alive() {
-            return Err(Failure::plain(
-                "ERR_DLBRIDGE_MEMORY_GONE",
-                "the tensor's typed array belonged to a worker that has exited: its memory is gone",
-            ));
+            return Err(memory_gone());
         }
         if !self.context.is_current(scope) {
             return Ok(None);
@@ -84,6 +82,23 @@ impl JsMemory {
         matches!(self.buffer(scope), Ok(Some(_)))
     }
 
+    /// Whether another environment may view the memory in place: it is this environment's, or
+    /// the main thread's, which outlives every worker. A worker's memory viewed from elsewhere
+    /// would vanish under the view when the worker exits.
+    pub(crate) fn viewable_from(&self, scope: Scope<'_>) -> bool {
+        self.context.is_current(scope) || self.context.is_main_thread()
+    }
+
+    /// A Rust-owned, row-major copy of `view` (a view of this memory), made while the owning
+    /// environment cannot tear down; `ERR_DLBRIDGE_MEMORY_GONE` once it has.
+    pub(crate) fn copy_out(&self, view: &TensorView<'_>) -> Outcome<Tensor> {
+        let copied = self
+            .context
+            .while_alive(|| copy::to_contiguous(view, Order::C))
+            .ok_or_else(memory_gone)??;
+        Ok(copied.with_flags(view.flags() & Flags::READ_ONLY))
+    }
+
     /// Fails if the memory is gone (detached buffer, exited worker); see [`JsMemory::buffer`].
     pub(crate) fn check_alive(&self, scope: Scope<'_>) -> Outcome<()> {
         self.buffer(scope).map(drop)
@@ -94,6 +109,14 @@ impl Drop for JsMemory {
     fn drop(&mut self) {
         self.context.release(self.buffer);
     }
+}
+
+/// The `Error` for memory of a worker that has exited.
+fn memory_gone() -> Failure {
+    Failure::plain(
+        "ERR_DLBRIDGE_MEMORY_GONE",
+        "the tensor's typed array belonged to a worker that has exited: its memory is gone",
+    )
 }
 
 /// The `TypeError` for memory whose ArrayBuffer was detached (transferred or released).

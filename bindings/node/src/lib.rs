@@ -4,13 +4,14 @@
 //! - [`constructors`]: `fromTypedArray` (zero-copy over a typed array's memory, which stays
 //!   pinned while any holder lives), `empty` and `arange` (Rust-owned memory).
 //! - [`tensor`]: the `Tensor` class; `toTypedArray` hands out views over one ArrayBuffer per
-//!   memory block ([`external`], [`block_registry`]).
+//!   memory block ([`external`], [`block_registry`]); `close` lets go of a tensor at once.
 //! - [`elements`]: `get` / `set`, one element read or written in place through the strides.
 //! - [`pointer_io`]: DLPack managed-tensor pointers as BigInts, for other native addons.
 //! - [`shared_memory`]: `emptyShared`, `toShared`, `fromShared`: tensors in POSIX shared-memory
 //!   segments, for runtimes that cannot share a process.
 //! - [`env_context`], [`js_memory`], [`release_queue`]: per-environment state (main thread and
-//!   workers), JS buffers pinned from any thread and released on their own.
+//!   workers), JS buffers pinned from any thread and released on their own; [`engine`]: the
+//!   engine's limits and intrinsics, handed over by index.js (`initEnvironment`).
 //! - [`errors`]: the one mapping to JS error classes; [`arguments`]: argument checks;
 //!   [`node_api`]: the raw Node-API calls.
 //! - [`diagnostics`]: `diagnostics()`, the native side's counts of live and released resources.
@@ -27,6 +28,7 @@ mod block_registry;
 mod constructors;
 mod diagnostics;
 mod elements;
+mod engine;
 mod env_context;
 mod errors;
 mod external;

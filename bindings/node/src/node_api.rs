@@ -46,6 +46,23 @@ pub(crate) struct TypedArrayInfo<'env> {
     pub byte_offset: usize,
 }
 
+/// What became of a request for an external ArrayBuffer.
+pub(crate) enum External<'env> {
+    /// The buffer; Node calls the finalizer with the hint once it is collected.
+    Created(Handle<'env>),
+    /// The runtime forbids external buffers (`napi_no_external_buffers_allowed`); the hint is
+    /// still the caller's and the finalizer never runs.
+    Forbidden,
+    /// Another failure. Where `hint_taken`, Node runs the finalizer with the hint (now or
+    /// later): the caller must not free it.
+    Failed {
+        /// What failed.
+        failure: Failure,
+        /// Whether Node took the hint.
+        hint_taken: bool,
+    },
+}
+
 /// The JavaScript type of a value, for argument checks and messages.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum JsType {
@@ -130,7 +147,9 @@ impl<'env> Scope<'env> {
         self.handle(value.raw())
     }
 
-    /// A new, zero-filled ArrayBuffer of `len` bytes and the address of its memory.
+    /// A new, zero-filled ArrayBuffer of `len` bytes and the address of its memory. Only for
+    /// small sizes: V8 ends the process when this allocation fails
+    /// ([`Engine::allocate_arraybuffer`](crate::engine::Engine::allocate_arraybuffer) throws).
     pub(crate) fn create_arraybuffer(self, len: usize) -> Outcome<(Handle<'env>, *mut u8)> {
         let (mut out, mut data) = (ptr::null_mut(), ptr::null_mut());
         // SAFETY: live env, valid out-pointers.
@@ -146,9 +165,6 @@ impl<'env> Scope<'env> {
 
     /// An ArrayBuffer over memory we keep alive until `finalize` runs (with `hint`).
     ///
-    /// Returns `Ok(None)` where the runtime forbids external buffers
-    /// (`napi_no_external_buffers_allowed`); `finalize` is then never called.
-    ///
     /// # Safety
     /// `data..data + len` stays valid and unmoved until `finalize(env, data, hint)` runs, and no
     /// other ArrayBuffer reachable from this environment starts at `data`.
@@ -158,7 +174,7 @@ impl<'env> Scope<'env> {
         len: usize,
         finalize: sys::napi_finalize,
         hint: *mut c_void,
-    ) -> Outcome<Option<Handle<'env>>> {
+    ) -> External<'env> {
         let mut out = ptr::null_mut();
         // SAFETY: live env; the memory contract is the caller's.
         let status = unsafe {
@@ -171,11 +187,24 @@ impl<'env> Scope<'env> {
                 &mut out,
             )
         };
-        if status == sys::Status::napi_no_external_buffers_allowed {
-            return Ok(None);
+        use sys::Status as S;
+        match status {
+            S::napi_ok => External::Created(self.handle(out)),
+            S::napi_no_external_buffers_allowed => External::Forbidden,
+            // Node checks these before it takes the hint.
+            S::napi_invalid_arg | S::napi_pending_exception | S::napi_cannot_run_js => {
+                External::Failed {
+                    failure: check(status, "napi_create_external_arraybuffer").unwrap_err(),
+                    hint_taken: false,
+                }
+            }
+            // Node made its finalizer, then refused the buffer (a length beyond its limit): it
+            // finalizes the hint itself.
+            _ => External::Failed {
+                failure: check(status, "napi_create_external_arraybuffer").unwrap_err(),
+                hint_taken: true,
+            },
         }
-        check(status, "napi_create_external_arraybuffer")?;
-        Ok(Some(self.handle(out)))
     }
 
     /// A typed array of `kind` over `length` elements of `buffer` (an ArrayBuffer or a
@@ -216,31 +245,89 @@ impl<'env> Scope<'env> {
         buffer: Handle<'env>,
         byte_offset: usize,
     ) -> Outcome<Handle<'env>> {
-        let (mut global, mut offset, mut count) =
-            (ptr::null_mut(), ptr::null_mut(), ptr::null_mut());
+        let mut global = ptr::null_mut();
         // SAFETY: live env, valid out-pointer.
         let status = unsafe { sys::napi_get_global(self.env, &mut global) };
         check(status, "napi_get_global")?;
         let constructor = self.handle(global).get_named(kind.constructor_name())?;
-        // SAFETY: live env, valid out-pointers; both values are below 2^53 (memory sizes).
-        unsafe {
-            check(
-                sys::napi_create_double(self.env, byte_offset as f64, &mut offset),
-                "napi_create_double",
-            )?;
-            check(
-                sys::napi_create_double(self.env, length as f64, &mut count),
-                "napi_create_double",
-            )?;
-        }
-        let arguments = [buffer.value, offset, count];
+        // Both numbers are below 2^53 (memory sizes).
+        let arguments = [
+            buffer,
+            self.number(byte_offset as f64)?,
+            self.number(length as f64)?,
+        ];
+        self.construct(constructor, &arguments)
+    }
+
+    /// A number.
+    pub(crate) fn number(self, value: f64) -> Outcome<Handle<'env>> {
         let mut out = ptr::null_mut();
-        // SAFETY: live env; `constructor` is a global typed-array constructor, called with
-        // three values of this call.
+        // SAFETY: live env, valid out-pointer.
+        let status = unsafe { sys::napi_create_double(self.env, value, &mut out) };
+        check(status, "napi_create_double")?;
+        Ok(self.handle(out))
+    }
+
+    /// `new constructor(...arguments)` (JavaScript runs; a throw leaves the exception pending).
+    pub(crate) fn construct(
+        self,
+        constructor: Handle<'env>,
+        arguments: &[Handle<'env>],
+    ) -> Outcome<Handle<'env>> {
+        let raw: Vec<sys::napi_value> = arguments.iter().map(|a| a.value).collect();
+        let mut out = ptr::null_mut();
+        // SAFETY: live env, values of this call, `raw` holds `raw.len()` values.
         let status = unsafe {
-            sys::napi_new_instance(self.env, constructor.value, 3, arguments.as_ptr(), &mut out)
+            sys::napi_new_instance(
+                self.env,
+                constructor.value,
+                raw.len(),
+                raw.as_ptr(),
+                &mut out,
+            )
         };
-        check(status, "constructing a typed array")?;
+        check(status, "constructing an object")?;
+        Ok(self.handle(out))
+    }
+
+    /// Clears the pending exception, if any (to throw a clearer one instead).
+    pub(crate) fn clear_exception(self) {
+        let mut exception = ptr::null_mut();
+        // SAFETY: live env, valid out-pointer; with no exception pending it yields undefined.
+        unsafe { sys::napi_get_and_clear_last_exception(self.env, &mut exception) };
+    }
+
+    /// `undefined`.
+    pub(crate) fn undefined(self) -> Outcome<Handle<'env>> {
+        let mut out = ptr::null_mut();
+        // SAFETY: live env, valid out-pointer.
+        let status = unsafe { sys::napi_get_undefined(self.env, &mut out) };
+        check(status, "napi_get_undefined")?;
+        Ok(self.handle(out))
+    }
+
+    /// Calls `function` with `this` and `arguments` (JavaScript runs; a throw becomes a failure
+    /// that leaves the exception pending, which the entry point's throw then keeps).
+    pub(crate) fn call(
+        self,
+        function: Handle<'env>,
+        this: Handle<'env>,
+        arguments: &[Handle<'env>],
+    ) -> Outcome<Handle<'env>> {
+        let raw: Vec<sys::napi_value> = arguments.iter().map(|a| a.value).collect();
+        let mut out = ptr::null_mut();
+        // SAFETY: live env, values of this call, `raw` holds `raw.len()` values.
+        let status = unsafe {
+            sys::napi_call_function(
+                self.env,
+                this.value,
+                function.value,
+                raw.len(),
+                raw.as_ptr(),
+                &mut out,
+            )
+        };
+        check(status, "calling a function")?;
         Ok(self.handle(out))
     }
 
@@ -377,6 +464,24 @@ impl<'env> Handle<'env> {
         result
     }
 
+    /// The address of this ArrayBuffer's memory.
+    pub(crate) fn arraybuffer_data(self) -> Outcome<*mut u8> {
+        let (mut data, mut len) = (ptr::null_mut(), 0);
+        // SAFETY: live env and value, valid out-pointers; non-ArrayBuffers fail with a status.
+        let status =
+            unsafe { sys::napi_get_arraybuffer_info(self.env, self.value, &mut data, &mut len) };
+        check(status, "napi_get_arraybuffer_info")?;
+        Ok(data as *mut u8)
+    }
+
+    /// Whether this is an ArrayBuffer (of any realm; false for a SharedArrayBuffer).
+    pub(crate) fn is_arraybuffer(self) -> bool {
+        let mut result = false;
+        // SAFETY: live env and value.
+        unsafe { sys::napi_is_arraybuffer(self.env, self.value, &mut result) };
+        result
+    }
+
     /// Whether this ArrayBuffer is detached (always false for a SharedArrayBuffer).
     pub(crate) fn is_detached(self) -> bool {
         let mut detached = false;
@@ -393,6 +498,20 @@ impl<'env> Handle<'env> {
             unsafe { sys::napi_get_named_property(self.env, self.value, name.as_ptr(), &mut out) };
         check(status, "reading a property")?;
         Ok(Handle { value: out, ..self })
+    }
+
+    /// The own property under `key` (a symbol), `None` when the object has none: unlike
+    /// [`get`](Self::get), no getter of its prototype chain runs.
+    pub(crate) fn get_own(self, key: Handle<'env>) -> Outcome<Option<Handle<'env>>> {
+        let mut has = false;
+        // SAFETY: live env, values of this call (the object is not a Proxy: no trap runs).
+        let status =
+            unsafe { sys::napi_has_own_property(self.env, self.value, key.value, &mut has) };
+        check(status, "napi_has_own_property")?;
+        if !has {
+            return Ok(None);
+        }
+        self.get(key).map(Some)
     }
 
     /// The property under `key` (a symbol).

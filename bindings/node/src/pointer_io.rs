@@ -75,13 +75,30 @@ impl Drop for ExportedTensor {
     }
 }
 
+/// The options of `exportPointer`, read (their getters run) before the tensor is looked at.
+#[derive(Clone, Copy)]
+pub(crate) struct ExportOptions {
+    legacy: bool,
+    ignore_read_only: bool,
+}
+
+impl ExportOptions {
+    /// Reads `{legacy?, unsafeIgnoreReadOnly?}`.
+    pub(crate) fn read(options: &Options<'_>) -> Outcome<Self> {
+        Ok(ExportOptions {
+            legacy: options.bool(c"legacy")?.unwrap_or(false),
+            ignore_read_only: options.bool(c"unsafeIgnoreReadOnly")?.unwrap_or(false),
+        })
+    }
+}
+
 /// `tensor.exportPointer({legacy?, unsafeIgnoreReadOnly?})`: the address of a new
 /// `DLManagedTensorVersioned` (or legacy `DLManagedTensor`) that keeps the tensor alive,
 /// remembered as ours until its deleter runs.
 pub(crate) fn export(
     scope: Scope<'_>,
     tensor: &Arc<SharedTensor>,
-    options: &Options<'_>,
+    options: &ExportOptions,
 ) -> Outcome<u64> {
     let (address, legacy, address_slot) = export_unremembered(scope, tensor, options)?;
     address_slot.store(address, Ordering::Release);
@@ -101,10 +118,12 @@ pub(crate) fn export(
 pub(crate) fn export_unremembered(
     scope: Scope<'_>,
     tensor: &Arc<SharedTensor>,
-    options: &Options<'_>,
+    options: &ExportOptions,
 ) -> Outcome<(usize, bool, Arc<AtomicUsize>)> {
-    let legacy = options.bool(c"legacy")?.unwrap_or(false);
-    let ignore_read_only = options.bool(c"unsafeIgnoreReadOnly")?.unwrap_or(false);
+    let ExportOptions {
+        legacy,
+        ignore_read_only,
+    } = *options;
     if let Some(memory) = tensor.js_memory() {
         memory.check_alive(scope)?;
     }
@@ -150,11 +169,17 @@ fn address(value: Handle<'_>, what: &str) -> Outcome<usize> {
     }
 }
 
-/// Takes ownership of the managed tensor at `address` (versioned unless `legacy`).
+/// Takes ownership of the managed tensor at `address` (versioned unless `legacy`), for the
+/// environment of `scope`.
 ///
 /// # Safety
 /// `address` is 0 or a managed tensor of that kind whose ownership passes to us.
-unsafe fn take(address: usize, legacy: bool, flags: Flags) -> Outcome<Arc<SharedTensor>> {
+unsafe fn take(
+    scope: Scope<'_>,
+    address: usize,
+    legacy: bool,
+    flags: Flags,
+) -> Outcome<Arc<SharedTensor>> {
     let own = live_exports()
         .get(&address)
         .map(|e| (e.tensor.upgrade(), e.legacy));
@@ -169,6 +194,13 @@ unsafe fn take(address: usize, legacy: bool, flags: Flags) -> Outcome<Arc<Shared
                 "ERR_DLBRIDGE_POINTER_KIND",
                 format!("{address:#x} was exported as a {was}, not imported as {asked}"),
             ));
+        }
+        if let Some(copied) = tensor.as_ref().and_then(|t| t.copy_for_environment(scope)) {
+            // Over a worker's typed array, which this environment must not view in place: the
+            // copy replaces the export, which is consumed (its deleter drops it).
+            // SAFETY: a live export of ours, now owned by us (caller's contract).
+            drop(unsafe { import_managed(address, legacy, flags) }?);
+            return Ok(SharedTensor::native(copied?.with_flags(flags)));
         }
         if let Some(tensor) = tensor.filter(|t| (t.view().flags() & flags) == flags) {
             // Our own export: consume it (its deleter drops the export) and hand back the tensor.
@@ -229,7 +261,7 @@ pub fn import_pointer(
         };
         // SAFETY: the documented contract of `importPointer`: the caller hands us ownership of a
         // live managed tensor of the kind it names.
-        let tensor = unsafe { take(address, legacy, flags) }?;
+        let tensor = unsafe { take(scope, address, legacy, flags) }?;
         Ok(Tensor::new(tensor))
     };
     imported().or_throw(env)

@@ -7,7 +7,9 @@ use std::sync::Arc;
 use dlbridge::{AsTensorView, Tensor, TensorView};
 
 use crate::diagnostics::{LIVE_TENSORS, RELEASED_TENSORS};
+use crate::errors::Outcome;
 use crate::js_memory::JsMemory;
+use crate::node_api::Scope;
 
 /// A tensor and its memory's keeper.
 pub(crate) struct SharedTensor {
@@ -40,6 +42,15 @@ impl SharedTensor {
     /// A borrowed view.
     pub(crate) fn view(&self) -> TensorView<'_> {
         self.tensor.view()
+    }
+
+    /// For a tensor over a worker's typed array taken into another environment (which must not
+    /// view a worker's memory in place: it vanishes when the worker exits): a Rust-owned
+    /// row-major copy made now, flagged IS_COPIED (`ERR_DLBRIDGE_MEMORY_GONE` if the worker has
+    /// exited). `None` where the environment of `scope` may hold this tensor itself.
+    pub(crate) fn copy_for_environment(&self, scope: Scope<'_>) -> Option<Outcome<Tensor>> {
+        let memory = self.js_memory.as_ref()?;
+        (!memory.viewable_from(scope)).then(|| memory.copy_out(&self.view()))
     }
 
     /// The pinned JS buffer, for tensors made by `fromTypedArray`.

@@ -83,11 +83,11 @@ pub fn empty_shared(
 pub fn to_shared(env: &Env, tensor: Unknown<'_>) -> napi::Result<String> {
     let scope = Scope::new(env);
     let shared = || -> Outcome<String> {
-        let tensor = tensor_argument(scope.adopt(&tensor), "toShared: tensor")?;
-        if let Some(memory) = tensor.shared().js_memory() {
+        let tensor = tensor_argument(scope.adopt(&tensor), "toShared: tensor")?.shared()?;
+        if let Some(memory) = tensor.js_memory() {
             memory.check_alive(scope)?;
         }
-        Ok(shm::export(&tensor.shared().view())?.handoff())
+        Ok(shm::export(&tensor.view())?.handoff())
     };
     shared().or_throw(env)
 }

@@ -1,7 +1,7 @@
-//! The JS `Tensor` class: a handle on a [`SharedTensor`], its metadata as properties, and
-//! `toTypedArray` / `exportPointer`.
+//! The JS `Tensor` class: a handle on a [`SharedTensor`], its metadata as properties,
+//! `toTypedArray` / `exportPointer`, and `close`, which lets go of the handle at once.
 
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 use std::sync::Arc;
 
 use dlbridge::ffi::DLManagedTensorVersioned;
@@ -33,7 +33,8 @@ use dlbridge_napi::typed_arrays::{js_layout, JsLayout};
 pub struct Tensor {
     /// The tensor-object protocol header; must stay the first field.
     handle: TensorHandle,
-    shared: Arc<SharedTensor>,
+    /// The tensor; `None` once closed.
+    shared: RefCell<Option<Arc<SharedTensor>>>,
     /// Whether this object's typed arrays are copies (external buffers refused).
     views_copied: Cell<bool>,
     /// Byte offset of element 0 in this object's view buffer, once made.
@@ -55,22 +56,30 @@ impl Tensor {
     pub(crate) fn new(shared: Arc<SharedTensor>) -> Tensor {
         Tensor {
             handle: TensorHandle::new(export_for_addon),
-            shared,
+            shared: RefCell::new(Some(shared)),
             views_copied: Cell::new(false),
             view_offset: Cell::new(0),
         }
     }
 
-    /// The shared tensor.
-    pub(crate) fn shared(&self) -> &Arc<SharedTensor> {
-        &self.shared
+    /// The shared tensor; `ERR_DLBRIDGE_CLOSED` once `close` ran. Callers take it after
+    /// running any JavaScript (option getters), which may close the tensor.
+    pub(crate) fn shared(&self) -> Outcome<Arc<SharedTensor>> {
+        self.shared
+            .try_borrow()
+            .ok()
+            .and_then(|shared| shared.clone())
+            .ok_or_else(|| {
+                Failure::plain(
+                    "ERR_DLBRIDGE_CLOSED",
+                    "the tensor was closed: it no longer holds its memory",
+                )
+            })
     }
 
-    fn padded(&self) -> bool {
-        self.shared
-            .tensor()
-            .flags()
-            .contains(Flags::IS_SUBBYTE_TYPE_PADDED)
+    /// [`shared`](Self::shared) for an entry point.
+    fn live(&self, env: &Env) -> napi::Result<Arc<SharedTensor>> {
+        self.shared().or_throw(env)
     }
 
     fn typed_array<'env>(
@@ -81,16 +90,22 @@ impl Tensor {
     ) -> Outcome<Handle<'env>> {
         let copy = options.bool(c"copy")?.unwrap_or(false);
         let ignore_read_only = options.bool(c"unsafeIgnoreReadOnly")?.unwrap_or(false);
-        let tensor = self.shared.tensor();
+        // No JavaScript runs from here on.
+        let shared = self.shared()?;
+        let context = EnvContext::of(scope)?;
+        let engine = context.require_engine()?;
+        let tensor = shared.tensor();
         let view = tensor.view();
         view.require_host()?;
-        let layout = js_layout(view.dtype(), self.padded())?;
+        let padded = tensor.flags().contains(Flags::IS_SUBBYTE_TYPE_PADDED);
+        let layout = js_layout(view.dtype(), padded)?;
         let length = view.size() * layout.per_element;
-        if let Some(memory) = self.shared.js_memory() {
+        engine.check_typed_array_length(length, "toTypedArray")?;
+        if let Some(memory) = shared.js_memory() {
             memory.check_alive(scope)?;
         }
         if copy {
-            let buffer = copy_to_arraybuffer(scope, &view)?;
+            let buffer = copy_to_arraybuffer(scope, &context, &view)?;
             return scope.create_typed_array(layout.kind, length, buffer, 0);
         }
         if view.is_read_only() && !ignore_read_only {
@@ -116,7 +131,7 @@ impl Tensor {
             let (buffer, _) = scope.create_arraybuffer(0)?;
             return scope.create_typed_array(layout.kind, 0, buffer, 0);
         }
-        let (buffer, offset) = self.cached_view_buffer(scope, this, layout)?;
+        let (buffer, offset) = self.cached_view_buffer(scope, &context, &shared, this, layout)?;
         scope.create_typed_array(layout.kind, length, buffer, offset)
     }
 
@@ -126,19 +141,20 @@ impl Tensor {
     fn cached_view_buffer<'env>(
         &self,
         scope: Scope<'env>,
+        context: &Arc<EnvContext>,
+        shared: &Arc<SharedTensor>,
         this: Handle<'env>,
         layout: JsLayout,
     ) -> Outcome<(Handle<'env>, usize)> {
-        let context = EnvContext::of(scope)?;
         let key = context.view_key(scope)?;
-        let cached = this.get(key)?;
-        if !cached.is_nullish() {
+        // Own only: a getter planted on the prototype under the key must not run here.
+        if let Some(cached) = this.get_own(key)? {
             if cached.is_detached() {
                 return Err(crate::js_memory::detached());
             }
             return Ok((cached, self.view_offset.get()));
         }
-        let made = view_buffer(scope, &context, &self.shared, layout.kind.element_size())?;
+        let made = view_buffer(scope, context, shared, layout.kind.element_size())?;
         this.define_hidden(key, made.buffer)?;
         self.views_copied.set(made.copied);
         self.view_offset.set(made.offset);
@@ -147,7 +163,7 @@ impl Tensor {
 }
 
 /// The protocol's `export`: a new managed tensor over the tensor, for another addon's argument
-/// (NULL if the memory is gone: a detached buffer, an exited worker).
+/// (NULL if the tensor is closed or its memory gone: a detached buffer, an exited worker).
 unsafe extern "C" fn export_for_addon(
     handle: *const TensorHandle,
 ) -> *mut DLManagedTensorVersioned {
@@ -155,96 +171,100 @@ unsafe extern "C" fn export_for_addon(
     // first field of a live `Tensor` (`#[repr(C)]`): the object that wraps it is an argument of
     // their running call. Only `&self` methods exist, so a shared borrow aliases nothing.
     let tensor = unsafe { &*(handle as *const Tensor) };
-    if let Some(memory) = tensor.shared.js_memory() {
+    let Ok(shared) = tensor.shared() else {
+        return std::ptr::null_mut();
+    };
+    if let Some(memory) = shared.js_memory() {
         if !memory.is_usable_on_this_thread() {
             return std::ptr::null_mut();
         }
     }
-    pointer_io::export_for_call(&tensor.shared).as_ptr()
+    pointer_io::export_for_call(&shared).as_ptr()
 }
 
 #[napi]
 impl Tensor {
     /// Dimension sizes.
     #[napi(getter)]
-    pub fn shape(&self) -> Vec<i64> {
-        self.shared.tensor().shape().to_vec()
+    pub fn shape(&self, env: &Env) -> napi::Result<Vec<i64>> {
+        Ok(self.live(env)?.tensor().shape().to_vec())
     }
 
     /// Strides, in elements.
     #[napi(getter)]
-    pub fn strides(&self) -> Vec<i64> {
-        self.shared.tensor().strides().to_vec()
+    pub fn strides(&self, env: &Env) -> napi::Result<Vec<i64>> {
+        Ok(self.live(env)?.tensor().strides().to_vec())
     }
 
     /// Element type name ("float32", "bool", "bfloat16", …).
     #[napi(getter)]
-    pub fn dtype(&self) -> String {
-        self.shared.tensor().dtype().name()
+    pub fn dtype(&self, env: &Env) -> napi::Result<String> {
+        Ok(self.live(env)?.tensor().dtype().name())
     }
 
     /// Device of the memory.
     #[napi(getter)]
-    pub fn device(&self) -> DeviceInfo {
-        let device = self.shared.tensor().device();
-        DeviceInfo {
+    pub fn device(&self, env: &Env) -> napi::Result<DeviceInfo> {
+        let device = self.live(env)?.tensor().device();
+        Ok(DeviceInfo {
             kind: device.kind.name().to_owned(),
             id: device.id,
-        }
+        })
     }
 
     /// Number of dimensions.
     #[napi(getter)]
-    pub fn ndim(&self) -> u32 {
-        self.shared.tensor().shape().len() as u32
+    pub fn ndim(&self, env: &Env) -> napi::Result<u32> {
+        Ok(self.live(env)?.tensor().shape().len() as u32)
     }
 
     /// Number of elements.
     #[napi(getter)]
-    pub fn size(&self) -> f64 {
-        self.shared.view().size() as f64
+    pub fn size(&self, env: &Env) -> napi::Result<f64> {
+        Ok(self.live(env)?.view().size() as f64)
     }
 
     /// Bytes per element (sub-byte types count one byte).
     #[napi(getter)]
-    pub fn itemsize(&self) -> u32 {
-        self.shared.tensor().dtype().itemsize() as u32
+    pub fn itemsize(&self, env: &Env) -> napi::Result<u32> {
+        Ok(self.live(env)?.tensor().dtype().itemsize() as u32)
     }
 
     /// Bytes of the elements if they were compact.
     #[napi(getter)]
-    pub fn nbytes(&self) -> f64 {
-        self.shared.view().nbytes() as f64
+    pub fn nbytes(&self, env: &Env) -> napi::Result<f64> {
+        Ok(self.live(env)?.view().nbytes() as f64)
     }
 
     /// Byte offset of element 0: in the typed array's ArrayBuffer for tensors made by
     /// `fromTypedArray`, else from the lowest byte the tensor touches.
     #[napi(getter)]
-    pub fn byte_offset(&self) -> f64 {
-        match self.shared.js_memory() {
+    pub fn byte_offset(&self, env: &Env) -> napi::Result<f64> {
+        let shared = self.live(env)?;
+        Ok(match shared.js_memory() {
             Some(memory) => memory.byte_offset() as f64,
-            None => self.shared.view().byte_span().start.unsigned_abs() as f64,
-        }
+            None => shared.view().byte_span().start.unsigned_abs() as f64,
+        })
     }
 
     /// Whether the producer forbids writing the memory.
     #[napi(getter)]
-    pub fn readonly(&self) -> bool {
-        self.shared.view().is_read_only()
+    pub fn readonly(&self, env: &Env) -> napi::Result<bool> {
+        Ok(self.live(env)?.view().is_read_only())
     }
 
     /// Whether the data is a copy: the producer copied it for this exchange (DLPack's
     /// IS_COPIED), or this object's typed arrays are copies because the runtime refused an
     /// external buffer.
     #[napi(getter)]
-    pub fn copied(&self) -> bool {
-        self.shared.view().is_copied() || self.views_copied.get()
+    pub fn copied(&self, env: &Env) -> napi::Result<bool> {
+        Ok(self.live(env)?.view().is_copied() || self.views_copied.get())
     }
 
     /// Address of element 0, as a BigInt.
     #[napi(getter)]
-    pub fn data_ptr(&self) -> BigInt {
-        BigInt::from(self.shared.view().data_ptr() as u64)
+    pub fn data_ptr(&self, env: &Env) -> napi::Result<BigInt> {
+        Ok(BigInt::from(self.live(env)?.view().data_ptr() as u64))
     }
 
     /// A typed array over the tensor's memory (row-major tensors), or a copy with `copy: true`.
@@ -270,6 +290,25 @@ impl Tensor {
         .or_throw(env)
     }
 
+    /// Whether `close` has run (the one property a closed tensor still answers).
+    #[napi(getter)]
+    pub fn closed(&self) -> bool {
+        self.shared
+            .try_borrow()
+            .is_ok_and(|shared| shared.is_none())
+    }
+
+    /// Lets go of this object's hold on the tensor now, instead of when the collector finds
+    /// the object: the producer's memory (a shared-memory segment and its descriptor, a Rust
+    /// allocation, a pinned typed array) is released unless typed arrays from `toTypedArray`,
+    /// exports or other `Tensor` objects still hold it. Every later access but `closed` and
+    /// `close` throws `ERR_DLBRIDGE_CLOSED`; closing again does nothing.
+    #[napi]
+    pub fn close(&self) {
+        let released = self.shared.try_borrow_mut().ok().and_then(|mut s| s.take());
+        drop(released);
+    }
+
     /// Exports the tensor as a DLPack managed-tensor pointer (BigInt) for another native
     /// consumer, which must call its deleter exactly once.
     #[napi]
@@ -281,7 +320,11 @@ impl Tensor {
             "exportPointer",
             &["legacy", "unsafeIgnoreReadOnly"],
         )
-        .and_then(|options| pointer_io::export(scope, &self.shared, &options))
+        .and_then(|options| {
+            // The options' getters run first: they may close the tensor.
+            let options = pointer_io::ExportOptions::read(&options)?;
+            pointer_io::export(scope, &self.shared()?, &options)
+        })
         .map(BigInt::from)
         .or_throw(env)
     }

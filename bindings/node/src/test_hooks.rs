@@ -37,7 +37,10 @@ pub fn export_anonymous(
         "exportAnonymous",
         &["legacy", "unsafeIgnoreReadOnly"],
     )
-    .and_then(|options| pointer_io::export_unremembered(scope, tensor.shared(), &options))
+    .and_then(|options| {
+        let options = pointer_io::ExportOptions::read(&options)?;
+        pointer_io::export_unremembered(scope, &tensor.shared()?, &options)
+    })
     .map(|(address, _, _)| BigInt::from(address as u64))
     .or_throw(env)
 }

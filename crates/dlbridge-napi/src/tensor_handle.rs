@@ -180,8 +180,8 @@ pub(crate) unsafe fn import_tensor_object(
     if managed.is_null() {
         return Err(Error::plain(
             "ERR_DLBRIDGE_MEMORY_GONE",
-            "the dlbridge Tensor could not be exported: its memory is gone (a detached buffer, \
-             an exited worker)",
+            "the dlbridge Tensor could not be exported: its memory is gone (a closed tensor, a \
+             detached buffer, an exited worker)",
         ));
     }
     // SAFETY: NULL (refused by the importer) or a fresh export whose ownership passes to us.

@@ -132,6 +132,8 @@ impl TypedArrayExport {
             check(unsafe { sys::napi_create_arraybuffer(env, 0, &mut unused, &mut buffer) })?;
         } else {
             let owner = Box::into_raw(Box::new(self.0));
+            // Counted from here: `release_tensor` uncounts it, whenever Node runs it.
+            LIVE_EXTERNAL_BUFFERS.fetch_add(1, Ordering::Relaxed);
             // SAFETY: `nbytes` bytes of host memory at `data` that the boxed tensor owns and
             // keeps in place until `release_tensor` drops it; a tensor made by Rust is the only
             // ArrayBuffer over its memory.
@@ -145,17 +147,27 @@ impl TypedArrayExport {
                     &mut buffer,
                 )
             };
-            if status == sys::Status::napi_ok {
-                LIVE_EXTERNAL_BUFFERS.fetch_add(1, Ordering::Relaxed);
-            } else {
-                // SAFETY: Node did not take the box (no buffer was made).
-                let tensor = unsafe { Box::from_raw(owner) };
-                if status != sys::Status::napi_no_external_buffers_allowed {
-                    check(status)?;
+            use sys::Status as S;
+            match status {
+                S::napi_ok => {}
+                // Refused before Node took the box: it is still ours.
+                S::napi_no_external_buffers_allowed
+                | S::napi_invalid_arg
+                | S::napi_pending_exception
+                | S::napi_cannot_run_js => {
+                    LIVE_EXTERNAL_BUFFERS.fetch_sub(1, Ordering::Relaxed);
+                    // SAFETY: Node did not take the box (its finalizer never runs).
+                    let tensor = unsafe { Box::from_raw(owner) };
+                    if status != S::napi_no_external_buffers_allowed {
+                        check(status)?;
+                    }
+                    // SAFETY: live env; the copy below fills the new buffer's `nbytes` bytes.
+                    buffer = unsafe { copy_to_arraybuffer(env, data, nbytes) }?;
+                    drop(tensor);
                 }
-                // SAFETY: live env; the copy below fills the new buffer's `nbytes` bytes.
-                buffer = unsafe { copy_to_arraybuffer(env, data, nbytes) }?;
-                drop(tensor);
+                // Node took the box and refused the buffer (a length beyond its limit, with
+                // its own RangeError pending): it runs `release_tensor` itself.
+                _ => check(status)?,
             }
         }
         let mut array = ptr::null_mut();

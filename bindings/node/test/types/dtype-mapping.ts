@@ -94,3 +94,11 @@ empty([2], 'bool').set([0], 1);
 // @ts-expect-error a float32 element is a number, not a bigint
 const f32AsBigint: bigint = f32.get([0]);
 void [f32Element, i64Element, boolElement, complexElement, f32AsBigint];
+
+// close(): explicit release; `closed` says whether it ran.
+const closing = empty([2], 'int32');
+closing.close();
+const isClosed: boolean = closing.closed;
+// @ts-expect-error close takes no arguments
+closing.close(true);
+void isClosed;
