@@ -28,8 +28,10 @@ def resolve(spec: str):
         module, _, attr = spec.partition(":")
         return getattr(importlib.import_module(module), attr)()
     if spec not in adapters:
-        raise SystemExit(f"unknown library {spec!r}: built-in ones are {sorted(adapters)}, "
-                         "or give module:function")
+        raise SystemExit(
+            f"unknown library {spec!r}: built-in ones are {sorted(adapters)}, "
+            "or give module:function"
+        )
     return adapters[spec]
 
 

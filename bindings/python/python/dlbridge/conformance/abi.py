@@ -58,7 +58,11 @@ DELETER = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
 
 
 class DLManagedTensor(ctypes.Structure):
-    _fields_ = [("dl_tensor", DLTensor), ("manager_ctx", ctypes.c_void_p), ("deleter", ctypes.c_void_p)]
+    _fields_ = [
+        ("dl_tensor", DLTensor),
+        ("manager_ctx", ctypes.c_void_p),
+        ("deleter", ctypes.c_void_p),
+    ]
 
 
 class DLManagedTensorVersioned(ctypes.Structure):
@@ -256,8 +260,8 @@ class TensorInfo:
         if size == 0:
             return np.empty(self.shape, dtype)
         strides = self.element_strides()
-        low = sum(s * (n - 1) for s, n in zip(strides, self.shape) if s < 0)
-        high = sum(s * (n - 1) for s, n in zip(strides, self.shape) if s > 0)
+        low = sum(s * (n - 1) for s, n in zip(strides, self.shape, strict=True) if s < 0)
+        high = sum(s * (n - 1) for s, n in zip(strides, self.shape, strict=True) if s > 0)
         span = (high - low + 1) * dtype.itemsize
         block = (ctypes.c_char * span).from_address(self.start + low * dtype.itemsize)
         flat = np.frombuffer(block, dtype=dtype)

@@ -269,7 +269,9 @@ class DpnpAdapter(LibraryAdapter):
 
     def load(self):
         # Without it the OpenCL loader of the wheels finds no device (see docs/conformance.md).
-        os.environ.setdefault("OCL_ICD_FILENAMES", os.path.join(sys.prefix, "lib", "libintelocl.so"))
+        os.environ.setdefault(
+            "OCL_ICD_FILENAMES", os.path.join(sys.prefix, "lib", "libintelocl.so")
+        )
         dpnp = super().load()
         self.host_addressable = dpnp.asarray([0]).sycl_device.is_cpu
         return dpnp
@@ -287,8 +289,10 @@ class DpnpAdapter(LibraryAdapter):
         return self.lib.from_dlpack(x, **kwargs)
 
     def is_writable(self, obj):
-        return isinstance(obj, np.ndarray) and obj.flags.writeable or bool(
-            getattr(getattr(obj, "flags", None), "writable", False)
+        return (
+            isinstance(obj, np.ndarray)
+            and obj.flags.writeable
+            or bool(getattr(getattr(obj, "flags", None), "writable", False))
         )
 
     def pending(self, a):

@@ -35,7 +35,12 @@ class Producer:
         self.counters: list[abi.DeleterCounter] = []
 
     def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
-        kwargs = {"stream": stream, "max_version": max_version, "dl_device": dl_device, "copy": copy}
+        kwargs = {
+            "stream": stream,
+            "max_version": max_version,
+            "dl_device": dl_device,
+            "copy": copy,
+        }
         self.calls.append(kwargs)
         capsule = self.tensor.__dlpack__(**kwargs)
         self._track(capsule)
@@ -110,8 +115,10 @@ def _values(ctx: Context, cases: list[Case], basic: tuple[str, ...]) -> None:
             ctx.note(f"cannot read back {case.name} ({describe(e)})")
             continue
         if got.shape != a.shape or not np.array_equal(got, a):
-            ctx.fail(f"{case.name}: imported {got.shape} {got.ravel()[:6].tolist()}, source "
-                     f"{a.shape} {a.ravel()[:6].tolist()}: {_repro(ctx, case)}")
+            ctx.fail(
+                f"{case.name}: imported {got.shape} {got.ravel()[:6].tolist()}, source "
+                f"{a.shape} {a.ravel()[:6].tolist()}: {_repro(ctx, case)}"
+            )
         del result, got
         producer.release()
 
@@ -155,8 +162,10 @@ def read_only(ctx: Context) -> None:
     else:
         shared = np.shares_memory(ctx.to_numpy(result), a)
     if writable and shared:
-        ctx.fail(f"a READ_ONLY tensor is imported zero-copy as writable, so writes reach "
-                 f"read-only memory: {_repro(ctx, case)}")
+        ctx.fail(
+            f"a READ_ONLY tensor is imported zero-copy as writable, so writes reach "
+            f"read-only memory: {_repro(ctx, case)}"
+        )
     del result
     producer.release()
 
@@ -174,8 +183,10 @@ def max_version(ctx: Context) -> None:
         first = producer.calls[0]
         asked = first.get("max_version")
         if asked is None or tuple(asked)[0] != 1:
-            ctx.fail(f"calls __dlpack__ with max_version={asked!r} (array API 2023.12 asks for "
-                     f"(1, x)): {_repro(ctx, case)}")
+            ctx.fail(
+                f"calls __dlpack__ with max_version={asked!r} (array API 2023.12 asks for "
+                f"(1, x)): {_repro(ctx, case)}"
+            )
         if first.get("stream") is not None:
             ctx.fail(f"passes stream={first['stream']!r} for a CPU tensor: {_repro(ctx, case)}")
     producer.release()
@@ -190,8 +201,10 @@ def legacy_only(ctx: Context) -> None:
     try:
         result = _import(ctx, producer)
     except Exception as e:
-        ctx.fail(f"a producer without max_version is refused ({describe(e)}): "
-                 f"`class P: __dlpack__(self, stream=None) -> legacy capsule`")
+        ctx.fail(
+            f"a producer without max_version is refused ({describe(e)}): "
+            f"`class P: __dlpack__(self, stream=None) -> legacy capsule`"
+        )
         return
     if not np.array_equal(ctx.to_numpy(result), a):
         ctx.fail("a legacy producer's tensor is imported with the wrong values")
@@ -227,8 +240,10 @@ def refuses_major_2(ctx: Context) -> None:
         producer.release()
         raise Skip("the consumer never asked for a versioned capsule")
     if result is not None:
-        ctx.fail("a capsule of version 2.x was imported: `tensor.__dlpack__(max_version=(1, 3)) "
-                 "with version.major patched to 2`")
+        ctx.fail(
+            "a capsule of version 2.x was imported: `tensor.__dlpack__(max_version=(1, 3)) "
+            "with version.major patched to 2`"
+        )
     del result
     counts = producer.release()
     if counts and counts[-1] != 1:
@@ -249,8 +264,10 @@ def deleter_once(ctx: Context) -> None:
         after_result = [c.calls for c in producer.counters]
         total = producer.release()
         if after_result and after_result[-1] == 0 and total[-1] == 1:
-            ctx.fail(f"{case.name}: the deleter had not run after the imported array died "
-                     f"(memory held until the capsule died): {_repro(ctx, case)}")
+            ctx.fail(
+                f"{case.name}: the deleter had not run after the imported array died "
+                f"(memory held until the capsule died): {_repro(ctx, case)}"
+            )
         elif total and total[-1] != 1:
             ctx.fail(f"{case.name}: the deleter ran {total[-1]}x, not once: {_repro(ctx, case)}")
 

@@ -40,7 +40,9 @@ def _within(address: int, a: np.ndarray) -> bool:
     return a.size > 0 and low <= address < high
 
 
-def _versioned(ctx: Context, case: Case, obj: Any, **kwargs: Any) -> tuple[Any, abi.TensorInfo] | None:
+def _versioned(
+    ctx: Context, case: Case, obj: Any, **kwargs: Any
+) -> tuple[Any, abi.TensorInfo] | None:
     """A versioned export with ``kwargs`` (None where the library gives legacy capsules only)."""
     capsule = ctx.export(obj, max_version=ASK, **kwargs)
     info = abi.read_capsule(capsule)
@@ -73,7 +75,9 @@ def capsule_legacy_default(ctx: Context) -> None:
                     continue
                 raise
             if name != abi.LEGACY:
-                ctx.fail(f"{case.name}: gives {name!r} unasked: {ctx.repro(case, _call(ctx, kwargs))}")
+                ctx.fail(
+                    f"{case.name}: gives {name!r} unasked: {ctx.repro(case, _call(ctx, kwargs))}"
+                )
 
 
 def capsule_versioned(ctx: Context) -> None:
@@ -85,8 +89,10 @@ def capsule_versioned(ctx: Context) -> None:
         try:
             name = abi.capsule_name(ctx.export(obj, max_version=ASK))
         except TypeError as e:
-            ctx.fail(f"refuses the max_version keyword ({describe(e)}): "
-                     f"{ctx.repro(case, _call(ctx, {'max_version': ASK}))}")
+            ctx.fail(
+                f"refuses the max_version keyword ({describe(e)}): "
+                f"{ctx.repro(case, _call(ctx, {'max_version': ASK}))}"
+            )
             return
         if name == abi.LEGACY:
             ctx.note(f"answers max_version={ASK} with legacy capsules only")
@@ -127,8 +133,10 @@ def device_agrees(ctx: Context) -> None:
         kwargs = {} if ctx.writable(case, obj) else {"max_version": ASK}
         info = abi.read_capsule(ctx.export(obj, **kwargs))
         if claimed != info.device:
-            ctx.fail(f"{case.name}: __dlpack_device__() is {claimed}, the capsule's tensor is on "
-                     f"{info.device}: {ctx.repro(case, 'x.__dlpack_device__()')}")
+            ctx.fail(
+                f"{case.name}: __dlpack_device__() is {claimed}, the capsule's tensor is on "
+                f"{info.device}: {ctx.repro(case, 'x.__dlpack_device__()')}"
+            )
 
 
 def _host_export(ctx: Context, case: Case, obj: Any) -> tuple[Any, abi.TensorInfo] | None:
@@ -181,10 +189,12 @@ def layout_strides(ctx: Context) -> None:
         expected = [s // a.itemsize for s in a.strides]
         got = info.element_strides()
         if len(got) != len(expected) or any(
-            g != e for g, e, n in zip(got, expected, a.shape) if n > 1
+            g != e for g, e, n in zip(got, expected, a.shape, strict=True) if n > 1
         ):
-            ctx.fail(f"{case.name}: strides {list(got)} over the source's memory, whose strides "
-                     f"are {expected}: {where}")
+            ctx.fail(
+                f"{case.name}: strides {list(got)} over the source's memory, whose strides "
+                f"are {expected}: {where}"
+            )
 
 
 def flags_read_only(ctx: Context) -> None:
@@ -199,8 +209,10 @@ def flags_read_only(ctx: Context) -> None:
                 pass
             else:
                 if abi.capsule_name(capsule) == abi.LEGACY:
-                    ctx.fail(f"{case.name}: read-only data exported as a legacy capsule, which "
-                             f"cannot carry READ_ONLY: {ctx.repro(case, _call(ctx, {}))}")
+                    ctx.fail(
+                        f"{case.name}: read-only data exported as a legacy capsule, which "
+                        f"cannot carry READ_ONLY: {ctx.repro(case, _call(ctx, {}))}"
+                    )
         try:
             exported = _versioned(ctx, case, obj)
         except TypeError:
@@ -211,8 +223,10 @@ def flags_read_only(ctx: Context) -> None:
         if info.read_only == writable:
             state = "writable" if writable else "read-only"
             flag = "set" if info.read_only else "missing"
-            ctx.fail(f"{case.name}: READ_ONLY {flag} for {state} data: "
-                     f"{ctx.repro(case, _call(ctx, {'max_version': ASK}))}")
+            ctx.fail(
+                f"{case.name}: READ_ONLY {flag} for {state} data: "
+                f"{ctx.repro(case, _call(ctx, {'max_version': ASK}))}"
+            )
 
 
 def _zero_copy_start(ctx: Context, obj: Any, default: abi.TensorInfo) -> int:
@@ -232,8 +246,10 @@ def flags_is_copied(ctx: Context) -> None:
             raise Skip("no versioned capsules")
         info = exported[1]
         if info.is_copied and info.start == _zero_copy_start(ctx, obj, info) and info.start:
-            ctx.fail(f"{case.name}: IS_COPIED set on a zero-copy export: "
-                     f"{ctx.repro(case, _call(ctx, {'max_version': ASK}))}")
+            ctx.fail(
+                f"{case.name}: IS_COPIED set on a zero-copy export: "
+                f"{ctx.repro(case, _call(ctx, {'max_version': ASK}))}"
+            )
 
 
 def _sized(ctx: Context) -> list:
@@ -248,7 +264,9 @@ def copy_true(ctx: Context) -> None:
         try:
             capsule = ctx.export(obj, **kwargs)
         except TypeError as e:
-            ctx.fail(f"refuses the copy keyword ({describe(e)}): {ctx.repro(case, _call(ctx, kwargs))}")
+            ctx.fail(
+                f"refuses the copy keyword ({describe(e)}): {ctx.repro(case, _call(ctx, kwargs))}"
+            )
             return
         except BufferError as e:
             ctx.note(f"{case.name}: copy=True raises BufferError ({e})")
@@ -275,7 +293,9 @@ def copy_false(ctx: Context) -> None:
         try:
             capsule = ctx.export(obj, **kwargs)
         except TypeError as e:
-            ctx.fail(f"refuses the copy keyword ({describe(e)}): {ctx.repro(case, _call(ctx, kwargs))}")
+            ctx.fail(
+                f"refuses the copy keyword ({describe(e)}): {ctx.repro(case, _call(ctx, kwargs))}"
+            )
             return
         except BufferError:
             ctx.note(f"{case.name}: copy=False raises BufferError")
@@ -293,16 +313,22 @@ def dl_device_own(ctx: Context) -> None:
         try:
             info = abi.read_capsule(ctx.export(obj, **kwargs))
         except TypeError as e:
-            ctx.fail(f"refuses the dl_device keyword ({describe(e)}): "
-                     f"{ctx.repro(case, _call(ctx, kwargs))}")
+            ctx.fail(
+                f"refuses the dl_device keyword ({describe(e)}): "
+                f"{ctx.repro(case, _call(ctx, kwargs))}"
+            )
             return
         except BufferError as e:
-            ctx.fail(f"{case.name}: BufferError for its own device ({e}): "
-                     f"{ctx.repro(case, _call(ctx, kwargs))}")
+            ctx.fail(
+                f"{case.name}: BufferError for its own device ({e}): "
+                f"{ctx.repro(case, _call(ctx, kwargs))}"
+            )
             continue
         if info.device != default.device or info.start != default.start:
-            ctx.fail(f"{case.name}: dl_device={default.device} gave {info.device} at a new "
-                     f"address: {ctx.repro(case, _call(ctx, kwargs))}")
+            ctx.fail(
+                f"{case.name}: dl_device={default.device} gave {info.device} at a new "
+                f"address: {ctx.repro(case, _call(ctx, kwargs))}"
+            )
 
 
 def dl_device_other(ctx: Context) -> None:
@@ -345,7 +371,8 @@ def stream_none(ctx: Context) -> None:
         try:
             ctx.export(obj, stream=None)
         except TypeError as e:
-            ctx.fail(f"refuses stream=None ({describe(e)}): {ctx.repro(case, _call(ctx, {'stream': None}))}")
+            where = ctx.repro(case, _call(ctx, {"stream": None}))
+            ctx.fail(f"refuses stream=None ({describe(e)}): {where}")
 
 
 def stream_synchronized(ctx: Context) -> None:
@@ -365,10 +392,12 @@ def stream_synchronized(ctx: Context) -> None:
         stale = int(np.count_nonzero(view != a))
         del capsule
         if stale:
-            ctx.fail(f"{stale} of {a.size} elements stale in memory handed out by "
-                     f"__dlpack__(stream=None) right after a kernel (attempt {attempt + 1}): "
-                     f"`{case.setup}; x = <library>.add(<library>.zeros(a.shape), a); "
-                     f"x.__dlpack__(stream=None)` read before the queue finished")
+            ctx.fail(
+                f"{stale} of {a.size} elements stale in memory handed out by "
+                f"__dlpack__(stream=None) right after a kernel (attempt {attempt + 1}): "
+                f"`{case.setup}; x = <library>.add(<library>.zeros(a.shape), a); "
+                f"x.__dlpack__(stream=None)` read before the queue finished"
+            )
             return
 
 
@@ -380,7 +409,9 @@ def _lifecycle(ctx: Context, consumed: bool) -> None:
             if consumed:
                 counter = abi.consume(capsule)
             else:
-                counter = abi.DeleterCounter(abi.capsule_pointer(capsule, name), name == abi.VERSIONED)
+                counter = abi.DeleterCounter(
+                    abi.capsule_pointer(capsule, name), name == abi.VERSIONED
+                )
             del capsule
             gc.collect()
             by_destructor = counter.calls
@@ -390,14 +421,20 @@ def _lifecycle(ctx: Context, consumed: bool) -> None:
             counter.forget()
             where = ctx.repro(case, _call(ctx, kwargs))
             if consumed and by_destructor:
-                ctx.fail(f"the destructor of a capsule renamed {'used_' + name!r} still called the "
-                         f"deleter ({by_destructor}x), so a consumer's tensor is freed: {where}")
+                ctx.fail(
+                    f"the destructor of a capsule renamed {'used_' + name!r} still called the "
+                    f"deleter ({by_destructor}x), so a consumer's tensor is freed: {where}"
+                )
             elif not consumed and total == 0:
-                ctx.note(f"an unconsumed {name!r} capsule's destructor frees the tensor without "
-                         "calling its deleter field (or leaks it): the kit cannot count it")
+                ctx.note(
+                    f"an unconsumed {name!r} capsule's destructor frees the tensor without "
+                    "calling its deleter field (or leaks it): the kit cannot count it"
+                )
             elif not consumed and total != 1:
-                ctx.fail(f"an unconsumed {name!r} capsule's destructor called the deleter "
-                         f"{total}x, not once: {where}")
+                ctx.fail(
+                    f"an unconsumed {name!r} capsule's destructor called the deleter "
+                    f"{total}x, not once: {where}"
+                )
 
 
 def lifecycle_consumed(ctx: Context) -> None:
@@ -428,8 +465,13 @@ def exchange_api(ctx: Context) -> None:
             ctx.fail(f"exchange API version {api.version.major}.{api.version.minor}")
             return
         missing = [
-            f for f in ("managed_tensor_allocator", "managed_tensor_from_py_object_no_sync",
-                        "managed_tensor_to_py_object_no_sync", "current_work_stream")
+            f
+            for f in (
+                "managed_tensor_allocator",
+                "managed_tensor_from_py_object_no_sync",
+                "managed_tensor_to_py_object_no_sync",
+                "current_work_stream",
+            )
             if not getattr(api, f)
         ]
         if missing:

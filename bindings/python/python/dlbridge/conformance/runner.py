@@ -73,7 +73,9 @@ class Context:
                     continue
                 refusal = self._export_refusal(obj)
                 if refusal:
-                    self._not_expressible[case.name] = f"the library refuses to export it ({refusal})"
+                    self._not_expressible[case.name] = (
+                        f"the library refuses to export it ({refusal})"
+                    )
                     continue
                 self._objects[case.name] = (case, a, obj)
             out.append(self._objects[case.name])
