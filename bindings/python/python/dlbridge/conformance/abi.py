@@ -121,11 +121,19 @@ def capsule_name(capsule: object) -> str | None:
     return None if name is None else name.decode()
 
 
+def tensor_kind(capsule: object) -> str:
+    """``LEGACY`` or ``VERSIONED``: the name of a DLPack tensor capsule (ValueError otherwise)."""
+    name = capsule_name(capsule)
+    if name not in (LEGACY, VERSIONED):
+        raise ValueError(f"capsule named {name!r}, not a DLPack tensor")
+    return name
+
+
 def capsule_pointer(capsule: object, name: str) -> int:
     """The pointer of a capsule that carries ``name`` (ValueError otherwise)."""
     if not _api.PyCapsule_IsValid(capsule, name.encode()):
         raise ValueError(f"not a valid capsule named {name!r}: {capsule_name(capsule)!r}")
-    return _api.PyCapsule_GetPointer(capsule, name.encode())
+    return _api.PyCapsule_GetPointer(capsule, name.encode()) or 0
 
 
 def mark_consumed(capsule: object, name: str) -> None:
@@ -155,10 +163,11 @@ def _counting_deleter(address: int) -> None:
 _COUNTING_DELETER_ADDRESS = ctypes.cast(_counting_deleter, ctypes.c_void_p).value
 
 
-def deleter_field(address: int, versioned: bool) -> ctypes.c_void_p:
-    """The ``deleter`` field of the managed tensor at ``address``."""
-    kind = DLManagedTensorVersioned if versioned else DLManagedTensor
-    return kind.from_address(address)
+def managed_struct(address: int, versioned: bool) -> DLManagedTensorVersioned | DLManagedTensor:
+    """The managed tensor at ``address``, of either kind."""
+    if versioned:
+        return DLManagedTensorVersioned.from_address(address)
+    return DLManagedTensor.from_address(address)
 
 
 class DeleterCounter:
@@ -166,7 +175,7 @@ class DeleterCounter:
 
     def __init__(self, address: int, versioned: bool):
         self.address = address
-        managed = deleter_field(address, versioned)
+        managed = managed_struct(address, versioned)
         with _routes_lock:
             _routes[address] = [managed.deleter or 0, 0]
         self.had_deleter = bool(managed.deleter)
@@ -264,7 +273,7 @@ class TensorInfo:
         high = sum(s * (n - 1) for s, n in zip(strides, self.shape, strict=True) if s > 0)
         span = (high - low + 1) * dtype.itemsize
         block = (ctypes.c_char * span).from_address(self.start + low * dtype.itemsize)
-        flat = np.frombuffer(block, dtype=dtype)
+        flat = np.frombuffer(memoryview(block).cast("B"), dtype=dtype)
         return np.lib.stride_tricks.as_strided(
             flat[-low:] if low else flat,
             shape=self.shape,
@@ -283,9 +292,7 @@ def _numpy_dtype(name: str) -> np.dtype:
 
 def read_capsule(capsule: object) -> TensorInfo:
     """Read a ``dltensor`` or ``dltensor_versioned`` capsule's tensor without consuming it."""
-    name = capsule_name(capsule)
-    if name not in (LEGACY, VERSIONED):
-        raise ValueError(f"capsule named {name!r}, not a DLPack tensor")
+    name = tensor_kind(capsule)
     address = capsule_pointer(capsule, name)
     if not address:
         raise ValueError(f"capsule {name!r} holds a NULL pointer")
@@ -330,8 +337,7 @@ def read_managed(address: int, versioned: bool) -> TensorInfo:
 def consume(capsule: object) -> DeleterCounter:
     """Take ownership of a capsule's tensor like a consumer: rename it and count its deleter.
     The caller calls ``counter.call()`` when done with the memory."""
-    name = capsule_name(capsule)
-    assert name in (LEGACY, VERSIONED)
+    name = tensor_kind(capsule)
     counter = DeleterCounter(capsule_pointer(capsule, name), name == VERSIONED)
     mark_consumed(capsule, name)
     return counter

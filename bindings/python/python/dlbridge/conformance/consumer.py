@@ -12,12 +12,13 @@ import numpy as np
 
 from . import abi
 from .cases import ODD_SIZES, Case, dtype_cases, layout_cases
-from .runner import Context, Skip, describe
+from .runner import CheckFn, Context, Skip, describe
 
 
-class Producer:
+class TrackedProducer:
     """A DLPack producer over a ``dlbridge.Tensor``: records every ``__dlpack__`` call, counts
-    the deleter of every capsule it hands out, and can report version ``major`` instead of 1."""
+    the deleter of every capsule it hands out, and can report version ``major`` instead of 1.
+    Subclasses define ``__dlpack__``."""
 
     def __init__(self, source: np.ndarray, major: int = 1):
         import dlbridge
@@ -34,25 +35,14 @@ class Producer:
         self.capsules: list[Any] = []
         self.counters: list[abi.DeleterCounter] = []
 
-    def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
-        kwargs = {
-            "stream": stream,
-            "max_version": max_version,
-            "dl_device": dl_device,
-            "copy": copy,
-        }
-        self.calls.append(kwargs)
-        capsule = self.tensor.__dlpack__(**kwargs)
-        self._track(capsule)
-        return capsule
-
-    def _track(self, capsule: Any) -> None:
-        name = abi.capsule_name(capsule)
+    def _track(self, capsule: Any) -> Any:
+        name = abi.tensor_kind(capsule)
         address = abi.capsule_pointer(capsule, name)
         self.counters.append(abi.DeleterCounter(address, name == abi.VERSIONED))
         if name == abi.VERSIONED and self.major != 1:
             abi.DLManagedTensorVersioned.from_address(address).version.major = self.major
         self.capsules.append(capsule)
+        return capsule
 
     def __dlpack_device__(self):
         return self.tensor.__dlpack_device__()
@@ -70,14 +60,26 @@ class Producer:
         return counts
 
 
-class LegacyProducer(Producer):
+class Producer(TrackedProducer):
+    """A DLPack 1.x producer: ``__dlpack__`` takes every keyword of the array API."""
+
+    def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
+        kwargs = {
+            "stream": stream,
+            "max_version": max_version,
+            "dl_device": dl_device,
+            "copy": copy,
+        }
+        self.calls.append(kwargs)
+        return self._track(self.tensor.__dlpack__(**kwargs))
+
+
+class LegacyProducer(TrackedProducer):
     """A producer from before DLPack 1.0: ``__dlpack__(stream=None)`` only."""
 
-    def __dlpack__(self, stream=None):  # type: ignore[override]
+    def __dlpack__(self, stream=None):
         self.calls.append({"stream": stream})
-        capsule = self.tensor.__dlpack__(stream=stream)
-        self._track(capsule)
-        return capsule
+        return self._track(self.tensor.__dlpack__(stream=stream))
 
 
 def _import(ctx: Context, producer: Any) -> Any:
@@ -272,7 +274,7 @@ def deleter_once(ctx: Context) -> None:
             ctx.fail(f"{case.name}: the deleter ran {total[-1]}x, not once: {_repro(ctx, case)}")
 
 
-CHECKS = [
+CHECKS: list[tuple[str, CheckFn]] = [
     ("consumer.layout.values", layout_values),
     ("consumer.layout.sizes", layout_sizes),
     ("consumer.dtypes.values", dtypes),

@@ -11,7 +11,7 @@ import numpy as np
 
 from . import abi
 from .cases import Case
-from .runner import Context, Skip, describe
+from .runner import CheckFn, Context, Skip, describe
 
 ASK = (1, 3)
 """The ``max_version`` the checks pass."""
@@ -30,9 +30,8 @@ def _call(ctx: Context, kwargs: dict[str, Any]) -> str:
 
 def _span(a: np.ndarray) -> tuple[int, int]:
     """The byte range a numpy array's elements occupy."""
-    array_utils = getattr(np.lib, "array_utils", None)
-    byte_bounds = array_utils.byte_bounds if array_utils is not None else np.byte_bounds
-    return byte_bounds(a)
+    low, high = np.lib.array_utils.byte_bounds(a)
+    return low, high
 
 
 def _within(address: int, a: np.ndarray) -> bool:
@@ -112,12 +111,13 @@ def capsule_version(ctx: Context) -> None:
                 info = abi.read_capsule(ctx.export(obj, max_version=ask))
             except TypeError:
                 raise Skip("max_version is refused") from None
-            if not info.versioned:
+            version = info.version
+            if version is None:
                 continue
             seen = True
-            if info.version[0] != 1:
+            if version[0] != 1:
                 ctx.fail(f"{case.name}: version {info.version} for max_version={ask}")
-            elif ask == (1, 0) and info.version[1] > 0:
+            elif ask == (1, 0) and version[1] > 0:
                 ctx.note(f"reports version {info.version} when (1, 0) was asked")
     if not seen:
         raise Skip("no versioned capsules")
@@ -181,7 +181,8 @@ def layout_strides(ctx: Context) -> None:
         capsule = ctx.export(obj, **kwargs)
         info = abi.read_capsule(capsule)
         where = ctx.repro(case, _call(ctx, kwargs))
-        if info.versioned and info.version >= (1, 2) and info.shape and info.strides is None:
+        new_enough = info.version is not None and info.version >= (1, 2)
+        if new_enough and info.shape and info.strides is None:
             ctx.fail(f"{case.name}: NULL strides in a version {info.version} capsule: {where}")
             continue
         if info.device[0] != abi.CPU or not _within(info.start, a) or a.size <= 1:
@@ -405,7 +406,7 @@ def _lifecycle(ctx: Context, consumed: bool) -> None:
     for case, _, obj in ctx.objects()[:1]:
         for kwargs in ({}, {"max_version": ASK}):
             capsule = ctx.export(obj, **kwargs)
-            name = abi.capsule_name(capsule)
+            name = abi.tensor_kind(capsule)
             if consumed:
                 counter = abi.consume(capsule)
             else:
@@ -488,7 +489,7 @@ def exchange_api(ctx: Context) -> None:
         if status != 0 or not out:
             ctx.fail(f"{case.name}: managed_tensor_from_py_object_no_sync returned {status}")
             continue
-        address = ctypes.cast(out, ctypes.c_void_p).value
+        address = ctypes.cast(out, ctypes.c_void_p).value or 0
         counter = abi.DeleterCounter(address, versioned=True)
         try:
             got = abi.read_managed(address, versioned=True)
@@ -506,7 +507,7 @@ def exchange_api(ctx: Context) -> None:
         raise Skip("no __dlpack_c_exchange_api__")
 
 
-CHECKS = [
+CHECKS: list[tuple[str, CheckFn]] = [
     ("producer.capsule.legacy_default", capsule_legacy_default),
     ("producer.capsule.versioned", capsule_versioned),
     ("producer.capsule.version", capsule_version),
