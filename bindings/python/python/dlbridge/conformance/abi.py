@@ -93,7 +93,9 @@ class DLPackExchangeAPI(ctypes.Structure):
     ]
 
 
-_api = ctypes.pythonapi
+# A handle of our own: ctypes.pythonapi's function objects are shared, and other code may
+# set their argtypes differently.
+_api = ctypes.PyDLL(None)
 _api.PyCapsule_GetName.restype = ctypes.c_char_p
 _api.PyCapsule_GetName.argtypes = [ctypes.py_object]
 _api.PyCapsule_GetPointer.restype = ctypes.c_void_p

@@ -15,6 +15,8 @@ from .runner import CheckFn, Context, Skip, describe
 
 ASK = (1, 3)
 """The ``max_version`` the checks pass."""
+ATTEMPTS = 10
+"""Tries of ``producer.stream.synchronized``, which races the library's queue."""
 FOREIGN_DEVICE = (2, 0)
 """A device no CPU array lives on (kDLCUDA), for ``dl_device=`` requests."""
 
@@ -258,32 +260,31 @@ def _sized(ctx: Context) -> list:
 
 
 def copy_true(ctx: Context) -> None:
-    """``copy=True`` gives a copy (new memory, the same values, IS_COPIED) or BufferError."""
+    """``copy=True`` gives a copy (new memory, the same values, IS_COPIED in a versioned
+    capsule) or BufferError, with or without ``max_version``."""
     for case, a, obj in _sized(ctx):
         default = abi.read_capsule(ctx.export(obj, max_version=ASK))
-        kwargs = {"max_version": ASK, "copy": True}
-        try:
-            capsule = ctx.export(obj, **kwargs)
-        except TypeError as e:
-            ctx.fail(
-                f"refuses the copy keyword ({describe(e)}): {ctx.repro(case, _call(ctx, kwargs))}"
-            )
-            return
-        except BufferError as e:
-            ctx.note(f"{case.name}: copy=True raises BufferError ({e})")
-            continue
-        info = abi.read_capsule(capsule)
-        where = ctx.repro(case, _call(ctx, kwargs))
-        if info.start == _zero_copy_start(ctx, obj, default) and info.device == default.device:
-            ctx.fail(f"{case.name}: copy=True shares the array's memory: {where}")
-        elif info.versioned and not info.is_copied:
-            ctx.fail(f"{case.name}: copy=True made a copy without IS_COPIED: {where}")
-        elif not info.versioned:
-            ctx.note("answers copy=True with a legacy capsule (no IS_COPIED flag)")
-        if info.device[0] == abi.CPU:
-            wrong = _values_agree(info, a)
-            if wrong:
-                ctx.fail(f"{case.name}: the copy holds {wrong}: {where}")
+        for kwargs in ({"max_version": ASK, "copy": True}, {"copy": True}):
+            where = ctx.repro(case, _call(ctx, kwargs))
+            try:
+                capsule = ctx.export(obj, **kwargs)
+            except TypeError as e:
+                ctx.fail(f"refuses the copy keyword ({describe(e)}): {where}")
+                return
+            except BufferError as e:
+                ctx.note(f"{case.name}: {_call(ctx, kwargs)} raises BufferError ({e})")
+                continue
+            info = abi.read_capsule(capsule)  # the capsule keeps the copy alive while it is read
+            same = info.start == _zero_copy_start(ctx, obj, default)
+            if same and info.device == default.device:
+                ctx.fail(f"{case.name}: copy=True shares the array's memory: {where}")
+                continue
+            if info.versioned and not info.is_copied:
+                ctx.fail(f"{case.name}: copy=True made a copy without IS_COPIED: {where}")
+            if info.device[0] == abi.CPU:
+                wrong = _values_agree(info, a)
+                if wrong:
+                    ctx.fail(f"{case.name}: the copy holds {wrong}: {where}")
 
 
 def copy_false(ctx: Context) -> None:
@@ -334,18 +335,20 @@ def dl_device_own(ctx: Context) -> None:
 
 def dl_device_other(ctx: Context) -> None:
     """``dl_device=`` another device gives a tensor on that device or BufferError (never a
-    tensor elsewhere, never another exception); a host copy (device (1, 0)) is flagged copied,
-    and ``copy=False`` with a device change raises BufferError."""
+    tensor elsewhere, never another exception), with or without ``max_version``; a host copy
+    (device (1, 0)) is flagged copied, and ``copy=False`` with a device change raises
+    BufferError."""
     for case, a, obj in _sized(ctx):
         default = abi.read_capsule(ctx.export(obj, max_version=ASK))
         target = FOREIGN_DEVICE if default.device[0] == abi.CPU else (abi.CPU, 0)
         for kwargs in (
             {"max_version": ASK, "dl_device": target},
             {"max_version": ASK, "dl_device": target, "copy": False},
+            {"dl_device": target},
         ):
             where = ctx.repro(case, _call(ctx, kwargs))
             try:
-                info = abi.read_capsule(ctx.export(obj, **kwargs))
+                capsule = ctx.export(obj, **kwargs)
             except BufferError:
                 continue
             except TypeError as e:
@@ -354,6 +357,7 @@ def dl_device_other(ctx: Context) -> None:
             except Exception as e:
                 ctx.fail(f"{case.name}: raises {describe(e)}, not BufferError: {where}")
                 continue
+            info = abi.read_capsule(capsule)  # the capsule keeps a copy alive while it is read
             if info.device != target:
                 ctx.fail(f"{case.name}: asked for {target}, got a tensor on {info.device}: {where}")
             elif kwargs.get("copy") is False:
@@ -383,21 +387,23 @@ def stream_synchronized(ctx: Context) -> None:
         raise Skip("the adapter has no pending() (a synchronous library)")
     if not getattr(ctx.adapter, "host_addressable", False):
         raise Skip("the device memory is not host-addressable")
-    a = np.arange(1, 1 + (1 << 22), dtype="float32")
-    case = Case("float32 4M", "np.arange(1, 1 + (1 << 22), dtype='float32')")
-    for attempt in range(5):
+    a = np.arange(1, 1 + (1 << 24), dtype="float32")
+    case = Case("float32 16M", "np.arange(1, 1 + (1 << 24), dtype='float32')")
+    for attempt in range(ATTEMPTS):
         obj = ctx.adapter.pending(a)
         capsule = ctx.export(obj, stream=None, max_version=ASK)
         info = abi.read_capsule(capsule)
         view = abi.TensorInfo(**{**info.__dict__, "device": (abi.CPU, 0)}).host_view()
-        stale = int(np.count_nonzero(view != a))
-        del capsule
+        snapshot = np.array(view)  # what a consumer reading the memory now would see
+        stale = int(np.count_nonzero(snapshot != a))
+        del capsule, view
         if stale:
             ctx.fail(
                 f"{stale} of {a.size} elements stale in memory handed out by "
-                f"__dlpack__(stream=None) right after a kernel (attempt {attempt + 1}): "
-                f"`{case.setup}; x = <library>.add(<library>.zeros(a.shape), a); "
-                f"x.__dlpack__(stream=None)` read before the queue finished"
+                f"__dlpack__(stream=None) right after a kernel (attempt {attempt + 1} of "
+                f"{ATTEMPTS}): `{case.setup}; x = {ctx.recipe.replace('(a)', '(a - 1)')}; "
+                "x += 1; c = x.__dlpack__(stream=None, max_version=(1, 3))`, then read the "
+                "memory at once"
             )
             return
 

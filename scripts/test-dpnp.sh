@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# dlbridge against a real non-CPU device: dpnp arrays on Intel's oneAPI OpenCL CPU device
+# (kDLOneAPI tensors with an asynchronous queue). Builds the dlbridge wheel into a cached venv of
+# its own (requirements/dpnp-test.txt, about 3 GB) and libdlbridge (the C ABI, reached through
+# ctypes), then runs bindings/python/tests-device. Where dpnp cannot install or finds no device,
+# says so and skips. Extra arguments go to pytest.
+# shellcheck source-path=SCRIPTDIR source=lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+if ! venv=$(ensure_venv dpnp-test "$REPO_ROOT/requirements/dpnp-test.txt"); then
+  log "SKIPPED the dpnp device tests: dpnp could not be installed (see the pip output above)"
+  exit 0
+fi
+# The wheels' OpenCL ICD file names a build-time path: point the loader at the runtime directly.
+export OCL_ICD_FILENAMES=$venv/lib/libintelocl.so
+if ! "$venv/bin/python" -c 'import dpctl, sys; sys.exit(0 if dpctl.get_devices() else 1)'; then
+  log "SKIPPED the dpnp device tests: dpctl finds no SYCL device on this machine"
+  exit 0
+fi
+
+# Shared by every clone: hold its lock while its dlbridge is the one built here.
+exec 8>"$venv.test.lock"
+flock 8
+wheels=$(mktemp -d)
+trap 'rm -rf "$wheels"' EXIT
+log "building the dlbridge wheel into $venv"
+"$venv/bin/maturin" build --release --quiet \
+  --manifest-path "$REPO_ROOT/bindings/python/Cargo.toml" \
+  --interpreter "$venv/bin/python" --out "$wheels" >&2
+"$venv/bin/python" -m pip install --quiet --disable-pip-version-check \
+  --force-reinstall --no-deps "$wheels"/dlbridge-*.whl >&2
+
+log "building libdlbridge (cargo build -p dlbridge-capi)"
+cargo build --quiet -p dlbridge-capi --manifest-path "$REPO_ROOT/Cargo.toml" >&2
+export DLBRIDGE_CAPI_LIB=${CARGO_TARGET_DIR:-$REPO_ROOT/target}/debug/libdlbridge.so
+
+log "running the dpnp device tests"
+cd "$REPO_ROOT/bindings/python"
+"$venv/bin/python" -m pytest -q -p no:cacheprovider tests-device "$@"
