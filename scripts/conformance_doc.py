@@ -98,13 +98,16 @@ def main() -> None:
     reports = [Report.from_dict(r) for r in data]
     out = [HEADER]
     out.append("## Libraries\n")
-    out.append("Installed (Python 3.11, Linux x86_64): " + ", ".join(installed(Path(sys.argv[2])))
-               + ".\n")
+    out.append(
+        "Installed (Python 3.11, Linux x86_64): "
+        + ", ".join(installed(Path(sys.argv[2])))
+        + ".\n"
+    )
     out.append(NOT_INSTALLED)
     out.append("## Results\n")
     out.append(LEGEND + check_list() + "\n")
     out.append(markdown(reports, CHECK_NAMES))
-    out.append(DEFENCES)
+    out.append(consequences(reports))
     sys.stdout.write("\n".join(out).rstrip() + "\n")
 
 
@@ -115,7 +118,76 @@ queue, so its device paths are checked for real (scripts/conformance.sh sets
 `OCL_ICD_FILENAMES`, without which the wheels find no device).
 """
 
-DEFENCES = ""
+# What each failed check means for dlbridge's users, and what dlbridge does about it; only the
+# checks that failed for some library are shown.
+CONSEQUENCES = {
+    "producer.capsule.legacy_default": "dlbridge reads each capsule's name, so it imports either "
+    "kind; a consumer that accepts only legacy capsules fails on these.",
+    "producer.capsule.versioned": "dlbridge calls `__dlpack__()` again without keywords when the "
+    "producer's TypeError is about the arguments, so the import works, as a legacy capsule "
+    "without flags.",
+    "producer.device.agrees": "dlbridge takes the device from the capsule and never calls "
+    "`__dlpack_device__`, so a wrong answer there does not mislead it.",
+    "producer.layout.values": "dlbridge validates every layout it imports but cannot know that "
+    "a producer described its memory wrongly: such tensors carry the wrong values into dlbridge "
+    "too.",
+    "producer.layout.strides": "as for `producer.layout.values`.",
+    "producer.flags.read_only": "read-only data that comes as a legacy capsule has no flag to "
+    "say so, and dlbridge imports it writable: never write into tensors imported from these "
+    "libraries (`copy=True` gives a private copy). A writable array flagged READ_ONLY (dpnp's "
+    "0-d arrays) is imported read-only and still works everywhere a read-only tensor does "
+    "(bindings/python/tests-device/test_dpnp.py).",
+    "producer.flags.is_copied": "a consumer that trusts the flag thinks it owns shared memory.",
+    "producer.copy.true": "`dlbridge.from_dlpack(x, copy=True)` does not rely on the producer: "
+    "when the capsule still shares the producer's memory dlbridge copies it itself, and "
+    "`t.copied` is true either way; it always passes `max_version`, so a legacy path that "
+    "ignores `copy` is not taken.",
+    "producer.copy.false": "dlbridge raises `ValueError` when `copy=False` was asked and the "
+    "producer copied anyway.",
+    "producer.dl_device.own": "dlbridge passes `dl_device` only when `device=` is given.",
+    "producer.dl_device.other": "`dlbridge.from_dlpack(x, device=...)` checks the device of what "
+    "comes back (a tensor elsewhere raises `BufferError`) and lets the producer's own exception "
+    "propagate unchanged. dlbridge's own `__dlpack__` answers a device it cannot reach with "
+    "`BufferError`, so consumers that fall back on it (dpnp) do.",
+    "producer.stream.synchronized": "dlbridge never reads device memory as host memory: "
+    "`tolist()`, the buffer protocol, `copy()` and `to_shared` refuse a kDLOneAPI tensor, and "
+    '`device="cpu"` asks the producer for a host copy, which dpnp makes after its queue '
+    "finished (bindings/python/tests-device/test_dpnp.py).",
+    "producer.lifecycle.consumed": "a consumer's tensor would be freed under it: dlbridge cannot "
+    "defend against this.",
+    "producer.lifecycle.unconsumed": "memory leaks or is freed twice when an unconsumed capsule "
+    "dies.",
+    "producer.exchange_api.table": "dlbridge uses a table only after the checks listed in "
+    "docs/python.md (major version, non-NULL entries, the shared object that lays out the type).",
+    "consumer.layout.values": "hand these consumers compact tensors (`t.copy()`).",
+    "consumer.layout.sizes": "hand these consumers compact tensors (`t.copy()`).",
+    "consumer.dtypes.values": "convert to a dtype the consumer reads correctly first.",
+    "consumer.read_only.honoured": "dlbridge flags read-only exports READ_ONLY and refuses them as "
+    "legacy capsules, but a consumer that asks for a versioned capsule and ignores the flag "
+    "writes into memory dlbridge promised nobody would write: hand it `t.copy()` instead.",
+    "consumer.protocol.max_version": "these consumers get legacy capsules from dlbridge, which "
+    "then refuses read-only tensors with `BufferError` (a legacy capsule cannot say read-only): "
+    "the safe answer; hand them `t.copy()` when a writable copy is fine.",
+    "consumer.protocol.legacy_only": "dlbridge's tensors always accept `max_version`.",
+    "consumer.protocol.renames": "harmless to dlbridge while the consumer leaves the deleter to "
+    "the capsule (then `consumer.lifecycle.deleter_once` passes): dlbridge's capsule destructor "
+    "runs the deleter exactly when the capsule still carries its name.",
+    "consumer.protocol.major_2": "a future major version would be read with the wrong layout.",
+    "consumer.lifecycle.deleter_once": "memory dlbridge exports to these consumers is held until "
+    'the process ends (`dlbridge.diagnostics()["exports"]` keeps growing): import from them '
+    "only what may live that long.",
+}
+
+
+def consequences(reports: list[Report]) -> str:
+    failed = {c for r in reports for c in r.failed}
+    lines = ["## What the deviations mean for dlbridge's users\n"]
+    for check in CHECK_NAMES:
+        if check in failed:
+            who = ", ".join(r.library for r in reports if check in r.failed)
+            lines.append(f"- `{check}` ({who}): {CONSEQUENCES.get(check, '')}")
+    return "\n".join(lines) + "\n"
+
 
 if __name__ == "__main__":
     main()

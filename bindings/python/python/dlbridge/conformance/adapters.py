@@ -5,14 +5,15 @@ An adapter is any object with ``name``, ``from_numpy(a)`` and ``to_numpy(obj)``;
 
 - ``from_dlpack(x, **kwargs)``: the library's consumer;
 - ``export(obj, **kwargs)``: how the library hands out a capsule, where that is not
-  ``obj.__dlpack__(**kwargs)``;
-- ``is_writable(obj)``: whether the library lets ``obj`` be written;
+  ``obj.__dlpack__(**kwargs)`` (``export_recipe`` spells it for reproductions);
+- ``is_writable(obj)``: whether the library lets ``obj`` be written (without it, ``obj`` is
+  taken to be as writable as the source array);
 - ``data_ptr(obj)``: the address of ``obj``'s element 0;
 - ``pending(a)``: an array of ``a``'s values whose last write is still queued (asynchronous
   devices), with ``host_addressable`` true where the device memory can be read by the host;
-- ``recipe``, ``consumer_recipe``, ``export_recipe``: how the library spells ``from_numpy``
-  (``"torch.from_numpy(a)"``), ``from_dlpack`` (``"torch.from_dlpack({x})"``) and ``export``,
-  for the reproductions in findings;
+- ``recipe``, ``consumer_recipe``: how the library spells ``from_numpy``
+  (``"torch.from_numpy(a)"``) and ``from_dlpack`` (``"torch.from_dlpack({x})"``), for the
+  reproductions in findings;
 - ``load()``: imports the library (ImportError when it is not installed); ``version``.
 """
 
@@ -26,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from . import abi
 from .errors import NotExpressible
 
 
@@ -51,6 +53,16 @@ class LibraryAdapter:
     @property
     def version(self) -> str:
         return str(getattr(self.lib, "__version__", ""))
+
+
+def host_copy(obj: Any) -> np.ndarray:
+    """A numpy copy of a CPU tensor read through its versioned capsule (for the dtypes, such as
+    bfloat16, that ``np.from_dlpack`` refuses)."""
+    try:
+        capsule = obj.__dlpack__(max_version=(1, 3))
+    except TypeError:
+        capsule = obj.__dlpack__()
+    return abi.read_capsule(capsule).host_view().copy()
 
 
 def _require(condition: bool, why: str) -> None:
@@ -99,17 +111,13 @@ class DlbridgeAdapter(LibraryAdapter):
             return self.lib.from_dlpack(a)
         # numpy exports no bfloat16: a dlbridge tensor holding the same bytes.
         t = self.lib.empty(a.shape, "bfloat16")
-        compact = np.ascontiguousarray(a)
+        compact = a.copy(order="C")
         ctypes.memmove(t.data_ptr, compact.ctypes.data, compact.nbytes)
         return t
 
     def to_numpy(self, obj):
         if obj.dtype == "bfloat16":
-            import ml_dtypes
-
-            compact = obj.copy()
-            raw = (ctypes.c_char * compact.nbytes).from_address(compact.data_ptr)
-            return np.frombuffer(raw, ml_dtypes.bfloat16).reshape(obj.shape).copy()
+            return host_copy(obj)
         return np.from_dlpack(obj, copy=True) if obj.readonly else np.from_dlpack(obj)
 
     def from_dlpack(self, x, **kwargs):
@@ -195,7 +203,7 @@ class PyarrowAdapter(LibraryAdapter):
     def from_numpy(self, a):
         _require(a.ndim == 1, "arrow arrays are 1-d")
         _require(a.dtype.kind in "iuf" and a.dtype.name != "bfloat16", f"no arrow {a.dtype}")
-        return self.lib.array(np.ascontiguousarray(a))
+        return self.lib.array(a.copy(order="C"))
 
     def to_numpy(self, obj):
         return obj.to_numpy(zero_copy_only=False)
@@ -218,18 +226,24 @@ class MlxAdapter(LibraryAdapter):
     def from_numpy(self, a):
         _require(a.dtype.name not in ("complex128",), f"mlx has no {a.dtype}")
         if a.dtype.name == "bfloat16":
-            return self.lib.array(np.ascontiguousarray(a).view(np.uint16)).view(self.lib.bfloat16)
-        return self.lib.array(np.ascontiguousarray(a))
+            return self.lib.array(a.copy(order="C").view(np.uint16)).view(self.lib.bfloat16)
+        return self.lib.array(a.copy(order="C"))
 
     def to_numpy(self, obj):
         if obj.dtype == self.lib.bfloat16:
             import ml_dtypes
 
             return np.array(obj.view(self.lib.uint16)).view(ml_dtypes.bfloat16)
+        if obj.ndim == 0:
+            # mlx hands a 0-d array to numpy (and to DLPack) as shape (1,).
+            return np.array(obj.item(), dtype=str(obj.dtype).rsplit(".", 1)[-1])
         return np.array(obj)
 
     def from_dlpack(self, x, **kwargs):
         return self.lib.array(x, **kwargs)
+
+    def is_writable(self, obj):
+        return True  # mlx arrays take item assignment
 
     @property
     def version(self):
@@ -249,6 +263,8 @@ class TvmFfiAdapter(LibraryAdapter):
         return self.lib.from_dlpack(a)
 
     def to_numpy(self, obj):
+        if str(obj.dtype) == "bfloat16":
+            return host_copy(obj)
         return np.from_dlpack(obj)
 
     def from_dlpack(self, x, **kwargs):
@@ -304,13 +320,12 @@ class DpnpAdapter(LibraryAdapter):
 
 
 class TensorflowAdapter(LibraryAdapter):
-    """tensorflow (CPU): capsules through ``tf.experimental.dlpack`` (tensors have no
-    ``__dlpack__``)."""
+    """tensorflow (CPU): ``tf.constant`` copies into a compact immutable tensor; the consumer,
+    ``tf.experimental.dlpack.from_dlpack``, takes capsules only."""
 
     name = "tensorflow"
     module = "tensorflow"
     recipe = "tf.constant(a)"
-    export_recipe = "tf.experimental.dlpack.to_dlpack(x)"
     consumer_recipe = "tf.experimental.dlpack.from_dlpack({x}.__dlpack__())"
 
     def load(self):
@@ -323,16 +338,10 @@ class TensorflowAdapter(LibraryAdapter):
     def to_numpy(self, obj):
         return obj.numpy()
 
-    def export(self, obj, **kwargs):
-        if hasattr(obj, "__dlpack__"):
-            return obj.__dlpack__(**kwargs)
-        if kwargs:
-            raise TypeError(f"tf.experimental.dlpack.to_dlpack takes no {sorted(kwargs)}")
-        return self.lib.experimental.dlpack.to_dlpack(obj)
-
     def from_dlpack(self, x, **kwargs):
         if kwargs:
             raise TypeError(f"tf.experimental.dlpack.from_dlpack takes no {sorted(kwargs)}")
+        # A capsule, as a TensorFlow user passes it: the caller picks its kind.
         return self.lib.experimental.dlpack.from_dlpack(x.__dlpack__())
 
     def is_writable(self, obj):
@@ -345,7 +354,6 @@ class PaddleAdapter(LibraryAdapter):
     name = "paddle"
     module = "paddle"
     recipe = "paddle.to_tensor(a)"
-    export_recipe = "paddle.utils.dlpack.to_dlpack(x)"
     consumer_recipe = "paddle.from_dlpack({x})"
 
     def from_numpy(self, a):
@@ -353,14 +361,12 @@ class PaddleAdapter(LibraryAdapter):
         return self.lib.to_tensor(a, place=self.lib.CPUPlace())
 
     def to_numpy(self, obj):
-        return obj.numpy()
+        if obj.dtype == self.lib.bfloat16:
+            import ml_dtypes
 
-    def export(self, obj, **kwargs):
-        if hasattr(obj, "__dlpack__"):
-            return obj.__dlpack__(**kwargs)
-        if kwargs:
-            raise TypeError(f"paddle.utils.dlpack.to_dlpack takes no {sorted(kwargs)}")
-        return self.lib.utils.dlpack.to_dlpack(obj)
+            # paddle hands bfloat16 to numpy as its raw uint16 bits.
+            return obj.numpy().view(ml_dtypes.bfloat16)
+        return obj.numpy()
 
     def from_dlpack(self, x, **kwargs):
         return self.lib.from_dlpack(x, **kwargs)
@@ -375,7 +381,7 @@ class OnnxruntimeAdapter(LibraryAdapter):
     name = "onnxruntime"
     module = "onnxruntime"
     recipe = "OrtValue.ortvalue_from_numpy(a)"
-    export_recipe = "x.to_dlpack()"
+    consumer_recipe = "OrtValue.from_dlpack({x})"
 
     def from_numpy(self, a):
         _require(a.flags.c_contiguous, "an OrtValue is C-contiguous")
@@ -384,14 +390,12 @@ class OnnxruntimeAdapter(LibraryAdapter):
         return self.lib.OrtValue.ortvalue_from_numpy(a)
 
     def to_numpy(self, obj):
+        if obj.data_type() == "tensor(bfloat16)":
+            return host_copy(obj)
         return obj.numpy()
 
-    def export(self, obj, **kwargs):
-        if hasattr(obj, "__dlpack__"):
-            return obj.__dlpack__(**kwargs)
-        if kwargs:
-            raise TypeError(f"OrtValue.to_dlpack takes no {sorted(kwargs)}")
-        return obj.to_dlpack()
+    def from_dlpack(self, x, **kwargs):
+        return self.lib.OrtValue.from_dlpack(x, **kwargs)
 
     def is_writable(self, obj):
         return True

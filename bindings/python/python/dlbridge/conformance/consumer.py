@@ -28,7 +28,7 @@ class TrackedProducer:
         except BufferError:
             # numpy exports no bfloat16: a dlbridge tensor of the same bytes instead.
             self.tensor = dlbridge.empty(source.shape, source.dtype.name)
-            compact = np.ascontiguousarray(source)
+            compact = source.copy(order="C")
             ctypes.memmove(self.tensor.data_ptr, compact.ctypes.data, compact.nbytes)
         self.major = major
         self.calls: list[dict[str, Any]] = []
@@ -114,7 +114,10 @@ def _values(ctx: Context, cases: list[Case], basic: tuple[str, ...]) -> None:
         try:
             got = ctx.to_numpy(result)
         except Exception as e:
-            ctx.note(f"cannot read back {case.name} ({describe(e)})")
+            ctx.fail(
+                f"{case.name}: imported, but the result cannot be read ({describe(e)}): "
+                f"{_repro(ctx, case)}"
+            )
             continue
         if got.shape != a.shape or not np.array_equal(got, a):
             ctx.fail(
@@ -186,8 +189,8 @@ def max_version(ctx: Context) -> None:
         asked = first.get("max_version")
         if asked is None or tuple(asked)[0] != 1:
             ctx.fail(
-                f"calls __dlpack__ with max_version={asked!r} (array API 2023.12 asks for "
-                f"(1, x)): {_repro(ctx, case)}"
+                f"__dlpack__ is called with max_version={asked!r}, so no versioned capsule can "
+                f"come (array API 2023.12 asks for (1, x)): {_repro(ctx, case)}"
             )
         if first.get("stream") is not None:
             ctx.fail(f"passes stream={first['stream']!r} for a CPU tensor: {_repro(ctx, case)}")
