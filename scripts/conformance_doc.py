@@ -132,11 +132,13 @@ CONSEQUENCES = {
     "a producer described its memory wrongly: such tensors carry the wrong values into dlbridge "
     "too.",
     "producer.layout.strides": "as for `producer.layout.values`.",
-    "producer.flags.read_only": "read-only data that comes as a legacy capsule has no flag to "
-    "say so, and dlbridge imports it writable: never write into tensors imported from these "
-    "libraries (`copy=True` gives a private copy). A writable array flagged READ_ONLY (dpnp's "
-    "0-d arrays) is imported read-only and still works everywhere a read-only tensor does "
-    "(bindings/python/tests-device/test_dpnp.py).",
+    "producer.flags.read_only": "dlbridge always asks for a versioned capsule, so it sees "
+    "READ_ONLY wherever the producer sets it, and it imports every legacy capsule read-only, "
+    "since such a capsule cannot say (`dlbridge.from_dlpack(jnp.arange(3.0)).readonly` is "
+    "True, likewise for mlx and tensorflow arrays): dlbridge never writes into such memory. "
+    "Other consumers that ask for legacy capsules get writable access to read-only data. A "
+    "writable array flagged READ_ONLY (dpnp's 0-d arrays) is imported read-only and still works "
+    "everywhere a read-only tensor does (bindings/python/tests-device/test_dpnp.py).",
     "producer.flags.is_copied": "a consumer that trusts the flag thinks it owns shared memory.",
     "producer.copy.true": "`dlbridge.from_dlpack(x, copy=True)` does not rely on the producer: "
     "when the capsule still shares the producer's memory dlbridge copies it itself, and "
