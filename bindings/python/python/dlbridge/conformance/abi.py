@@ -14,8 +14,6 @@ import numpy as np
 
 CPU = 1
 """``kDLCPU``."""
-ONEAPI = 14
-"""``kDLOneAPI``."""
 
 READ_ONLY = 1 << 0
 """``DLPACK_FLAG_BITMASK_READ_ONLY``."""
@@ -30,18 +28,26 @@ EXCHANGE_API = "dlpack_exchange_api"
 
 
 class DLPackVersion(ctypes.Structure):
+    """``DLPackVersion``: major and minor."""
+
     _fields_ = [("major", ctypes.c_uint32), ("minor", ctypes.c_uint32)]
 
 
 class DLDevice(ctypes.Structure):
+    """``DLDevice``: device type and id."""
+
     _fields_ = [("device_type", ctypes.c_int32), ("device_id", ctypes.c_int32)]
 
 
 class DLDataType(ctypes.Structure):
+    """``DLDataType``: type code, bits and lanes."""
+
     _fields_ = [("code", ctypes.c_uint8), ("bits", ctypes.c_uint8), ("lanes", ctypes.c_uint16)]
 
 
 class DLTensor(ctypes.Structure):
+    """``DLTensor``: the tensor's description, as DLPack 1.3 lays it out."""
+
     _fields_ = [
         ("data", ctypes.c_void_p),
         ("device", DLDevice),
@@ -58,6 +64,8 @@ DELETER = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
 
 
 class DLManagedTensor(ctypes.Structure):
+    """``DLManagedTensor``: the legacy (pre-1.0) managed tensor."""
+
     _fields_ = [
         ("dl_tensor", DLTensor),
         ("manager_ctx", ctypes.c_void_p),
@@ -66,6 +74,8 @@ class DLManagedTensor(ctypes.Structure):
 
 
 class DLManagedTensorVersioned(ctypes.Structure):
+    """``DLManagedTensorVersioned``: the DLPack 1.x managed tensor."""
+
     _fields_ = [
         ("version", DLPackVersion),
         ("manager_ctx", ctypes.c_void_p),
@@ -82,6 +92,8 @@ FROM_PY_OBJECT = ctypes.CFUNCTYPE(
 
 
 class DLPackExchangeAPI(ctypes.Structure):
+    """``DLPackExchangeAPI``: the C exchange API table (header flattened)."""
+
     _fields_ = [
         ("version", DLPackVersion),
         ("prev_api", ctypes.c_void_p),
@@ -180,7 +192,6 @@ class DeleterCounter:
         managed = managed_struct(address, versioned)
         with _routes_lock:
             _routes[address] = [managed.deleter or 0, 0]
-        self.had_deleter = bool(managed.deleter)
         managed.deleter = _COUNTING_DELETER_ADDRESS
 
     @property
@@ -237,14 +248,17 @@ class TensorInfo:
 
     @property
     def versioned(self) -> bool:
+        """Whether it came in a ``dltensor_versioned`` capsule."""
         return self.version is not None
 
     @property
     def read_only(self) -> bool:
+        """Whether READ_ONLY is set."""
         return bool(self.flags & READ_ONLY)
 
     @property
     def is_copied(self) -> bool:
+        """Whether IS_COPIED is set."""
         return bool(self.flags & IS_COPIED)
 
     @property

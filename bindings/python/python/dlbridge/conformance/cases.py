@@ -54,6 +54,7 @@ class Case:
 
     @property
     def layout(self) -> str:
+        """The layout part of the name (``"C"``, ``"0-d"``, ``"read-only"``, ...)."""
         return self.name.split(" ", 1)[1]
 
     def build(self) -> np.ndarray:
@@ -102,4 +103,5 @@ def layout_cases() -> list[Case]:
 
 
 def all_cases() -> list[Case]:
+    """Every case, dtypes first."""
     return dtype_cases() + layout_cases()

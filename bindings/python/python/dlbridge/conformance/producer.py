@@ -52,8 +52,8 @@ def _versioned(
 
 def _values_agree(info: abi.TensorInfo, a: np.ndarray) -> str | None:
     """None when the capsule's tensor holds ``a``'s dtype, shape and values, else what differs."""
-    if info.dtype != a.dtype.name:
-        return f"dtype {info.dtype}, source {a.dtype.name}"
+    if info.dtype != a.dtype.name or info.lanes != 1:
+        return f"dtype {info.dtype}x{info.lanes}, source {a.dtype.name}"
     if info.shape != a.shape:
         return f"shape {info.shape}, source {a.shape}"
     got = info.host_view()

@@ -43,12 +43,14 @@ class Report:
         return "-"
 
     def to_dict(self) -> dict:
+        """A JSON-ready dict (``failed`` added)."""
         data = asdict(self)
         data["failed"] = self.failed
         return data
 
     @classmethod
     def from_dict(cls, data: dict) -> Report:
+        """The report ``to_dict`` described."""
         return cls(
             library=data["library"],
             version=data.get("version", ""),

@@ -36,9 +36,11 @@ class Context:
 
     # Findings -----------------------------------------------------------------------------
     def fail(self, detail: str) -> None:
+        """Record a failure of the running check."""
         self._failures.append(detail)
 
     def note(self, detail: str) -> None:
+        """Record behaviour the spec allows but a consumer should know."""
         self._notes.append(detail)
 
     def repro(self, case: Case, call: str) -> str:
@@ -47,6 +49,7 @@ class Context:
 
     # The library's objects ----------------------------------------------------------------
     def has(self, part: str) -> bool:
+        """Whether the adapter has the callable ``part``."""
         return callable(getattr(self.adapter, part, None))
 
     def objects(self, cases: list[Case] | None = None) -> list[tuple[Case, np.ndarray, Any]]:
@@ -112,11 +115,13 @@ class Context:
         return obj.__dlpack__(**kwargs)
 
     def writable(self, case: Case, obj: Any) -> bool:
+        """Whether the library lets ``obj`` be written."""
         if self.has("is_writable"):
             return bool(self.adapter.is_writable(obj))
         return not case.read_only
 
     def to_numpy(self, obj: Any) -> np.ndarray:
+        """The adapter's numpy view or copy of ``obj``."""
         return np.asarray(self.adapter.to_numpy(obj))
 
 
