@@ -79,7 +79,7 @@ the library cannot express the cases. The checks of each group:
 def check_list() -> str:
     lines = []
     for name, fn in CHECKS:
-        doc = " ".join((fn.__doc__ or "").split())
+        doc = " ".join((fn.__doc__ or "").split()).replace("``", "`")
         lines.append(f"- `{name}`: {doc}")
     return "\n".join(lines)
 
@@ -112,7 +112,7 @@ def main() -> None:
 
 
 NOT_INSTALLED = """\
-Not installed: `cupy` (CUDA only; these machines have no GPU). dpnp runs on Intel's OpenCL CPU
+Not installed: `cupy` (it needs a CUDA GPU, which the machine of this run has not). dpnp runs on Intel's OpenCL CPU
 device: its arrays are real `kDLOneAPI` (14) device tensors in USM memory with an asynchronous
 queue, so its device paths are checked for real (scripts/conformance.sh sets
 `OCL_ICD_FILENAMES`, without which the wheels find no device).
@@ -146,7 +146,8 @@ CONSEQUENCES = {
     "ignores `copy` is not taken.",
     "producer.copy.false": "dlbridge raises `ValueError` when `copy=False` was asked and the "
     "producer copied anyway.",
-    "producer.dl_device.own": "dlbridge passes `dl_device` only when `device=` is given.",
+    "producer.dl_device.own": "dlbridge passes `dl_device` only when `device=` is given: leave "
+    "`device=` out for these producers' tensors.",
     "producer.dl_device.other": "`dlbridge.from_dlpack(x, device=...)` checks the device of what "
     "comes back (a tensor elsewhere raises `BufferError`) and lets the producer's own exception "
     "propagate unchanged. dlbridge's own `__dlpack__` answers a device it cannot reach with "
@@ -175,9 +176,9 @@ CONSEQUENCES = {
     "the capsule (then `consumer.lifecycle.deleter_once` passes): dlbridge's capsule destructor "
     "runs the deleter exactly when the capsule still carries its name.",
     "consumer.protocol.major_2": "a future major version would be read with the wrong layout.",
-    "consumer.lifecycle.deleter_once": "memory dlbridge exports to these consumers is held until "
-    'the process ends (`dlbridge.diagnostics()["exports"]` keeps growing): import from them '
-    "only what may live that long.",
+    "consumer.lifecycle.deleter_once": "memory dlbridge exports to these consumers is held "
+    'until the process ends (`dlbridge.diagnostics()["exports"]` keeps growing): hand them '
+    "only tensors that may live that long.",
 }
 
 
