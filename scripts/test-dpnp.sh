@@ -2,8 +2,9 @@
 # dlbridge against a real non-CPU device: dpnp arrays on Intel's oneAPI OpenCL CPU device
 # (kDLOneAPI tensors with an asynchronous queue). Builds the dlbridge wheel into a cached venv of
 # its own (requirements/dpnp-test.txt, about 3 GB) and libdlbridge (the C ABI, reached through
-# ctypes), then runs bindings/python/tests-device. Where dpnp cannot install or finds no device,
-# says so and skips. Extra arguments go to pytest.
+# ctypes), then runs bindings/python/tests-device, and bindings/mojo/tests-device with that venv's
+# interpreter embedded in Mojo. Where dpnp cannot install or finds no device, says so and skips.
+# Extra arguments go to pytest.
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
@@ -34,6 +35,16 @@ log "building libdlbridge (cargo build -p dlbridge-capi)"
 cargo build --quiet -p dlbridge-capi --manifest-path "$REPO_ROOT/Cargo.toml" >&2
 export DLBRIDGE_CAPI_LIB=${CARGO_TARGET_DIR:-$REPO_ROOT/target}/debug/libdlbridge.so
 
-log "running the dpnp device tests"
-cd "$REPO_ROOT/bindings/python"
-"$venv/bin/python" -m pytest -q -p no:cacheprovider tests-device "$@"
+log "running the dpnp device tests (Python, Rust and the C ABI)"
+(cd "$REPO_ROOT/bindings/python" && "$venv/bin/python" -m pytest -q -p no:cacheprovider tests-device "$@")
+
+# Mojo, with the dpnp venv's interpreter embedded: a oneAPI tensor passes through unchanged and
+# host access to it is refused.
+mojo_venv=$(ensure_venv mojo "$REPO_ROOT/requirements/mojo.txt")
+log "building libdlbridge for Mojo (cargo build --release -p dlbridge-capi)"
+cargo build --quiet --release -p dlbridge-capi --manifest-path "$REPO_ROOT/Cargo.toml" >&2
+export DLBRIDGE_LIB=${CARGO_TARGET_DIR:-$REPO_ROOT/target}/release/libdlbridge.so
+log "mojo run bindings/mojo/tests-device/test_dpnp.mojo"
+cd "$REPO_ROOT"
+PATH=$mojo_venv/bin:$PATH MOJO_PYTHON=$venv/bin/python \
+  mojo run -I bindings/mojo bindings/mojo/tests-device/test_dpnp.mojo
