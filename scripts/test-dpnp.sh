@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # dlbridge against a real non-CPU device: dpnp arrays on Intel's oneAPI OpenCL CPU device
 # (kDLOneAPI tensors with an asynchronous queue). Builds the dlbridge wheel into a cached venv of
-# its own (requirements/dpnp-test.txt, about 3 GB) and libdlbridge (the C ABI, reached through
-# ctypes), then runs bindings/python/tests-device, and bindings/mojo/tests-device with that venv's
-# interpreter embedded in Mojo. Where dpnp cannot install or finds no device, says so and skips.
+# its own (requirements/dpnp-test.txt, about 3 GB) with dlbridge.julia (Julia embedded through
+# jlrs) and libdlbridge (the C ABI, reached through ctypes), then runs bindings/python/tests-device,
+# and bindings/mojo/tests-device with that venv's interpreter embedded in Mojo. Where dpnp cannot install or finds no device, says so and skips.
 # Extra arguments go to pytest.
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -31,11 +31,20 @@ log "building the dlbridge wheel into $venv"
 "$venv/bin/python" -m pip install --quiet --disable-pip-version-check \
   --force-reinstall --no-deps "$wheels"/dlbridge-*.whl >&2
 
+# dlbridge.julia (Julia embedded through jlrs, bindings/julia/python) beside it.
+log "building the dlbridge-julia wheel into $venv"
+eval "$("$REPO_ROOT/scripts/julia-build-env.sh")"
+"$venv/bin/maturin" build --release --quiet --locked --auditwheel skip \
+  --manifest-path "$REPO_ROOT/bindings/julia/python/Cargo.toml" \
+  --interpreter "$venv/bin/python" --out "$wheels" >&2
+"$venv/bin/python" -m pip install --quiet --disable-pip-version-check \
+  --force-reinstall --no-deps "$wheels"/dlbridge_julia-*.whl >&2
+
 log "building libdlbridge (cargo build -p dlbridge-capi)"
 cargo build --quiet -p dlbridge-capi --manifest-path "$REPO_ROOT/Cargo.toml" >&2
 export DLBRIDGE_CAPI_LIB=${CARGO_TARGET_DIR:-$REPO_ROOT/target}/debug/libdlbridge.so
 
-log "running the dpnp device tests (Python, Rust and the C ABI)"
+log "running the dpnp device tests (Python, Rust, the C ABI and embedded Julia)"
 (cd "$REPO_ROOT/bindings/python" && "$venv/bin/python" -m pytest -q -p no:cacheprovider tests-device "$@")
 
 # Mojo, with the dpnp venv's interpreter embedded: a oneAPI tensor passes through unchanged and
