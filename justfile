@@ -12,9 +12,10 @@ demo:
     @scripts/demo.sh
 
 # The whole test suite: Rust core and C ABI (unit, property, fuzz, ABI layout, header
-# freshness), the C program under valgrind, each frontend and the extension examples, the
-# cross-language matrix (its table goes to target/matrix/matrix.md), the demo's checks, and every
-# code block of the documentation. Writes no tracked file.
+# freshness), the C program under valgrind, each frontend and the extension examples, dlbridge
+# on a real oneAPI device (dpnp on Intel's OpenCL CPU device), the cross-language matrix (its
+# table goes to target/matrix/matrix.md), the demo's checks, and every code block of the
+# documentation. Writes no tracked file.
 [doc("The whole test suite: Rust, C, each frontend, the matrix, the demo, the docs' code blocks.")]
 test:
     @scripts/test-rust.sh
@@ -23,6 +24,7 @@ test:
     @scripts/test-pyo3-example.sh
     @scripts/test-python-types.sh
     @scripts/test-python-release.sh
+    @scripts/test-dpnp.sh
     @scripts/test-node.sh
     @scripts/test-napi-example.sh
     @scripts/test-julia.sh
@@ -39,6 +41,11 @@ dist:
 # Runs the cross-language matrix and writes its table to docs/matrix.md.
 matrix-docs:
     @scripts/test-matrix.sh --docs
+
+# The DLPack conformance kit run on every library it knows (a cached 12 GB venv); writes
+# docs/conformance.md. Extra arguments replace the library list.
+conformance *libraries:
+    @scripts/conformance.sh {{libraries}}
 
 # Removes shared-memory segments earlier dlbridge versions left in /dev/shm that nobody holds.
 shm-sweep:

@@ -1,0 +1,291 @@
+"""Consumer checks: a library's ``from_dlpack`` fed by producers dlbridge makes (zero-copy
+``dlbridge.Tensor`` views of numpy sources), whose capsules the kit counts and, for protocol
+corner cases, alters."""
+
+from __future__ import annotations
+
+import ctypes
+import gc
+from typing import Any
+
+import numpy as np
+
+from . import abi
+from .cases import ODD_SIZES, Case, dtype_cases, layout_cases
+from .runner import CheckFn, Context, Skip, describe
+
+
+class TrackedProducer:
+    """A DLPack producer over a ``dlbridge.Tensor``: records every ``__dlpack__`` call, counts
+    the deleter of every capsule it hands out, and can report version ``major`` instead of 1.
+    Subclasses define ``__dlpack__``."""
+
+    def __init__(self, source: np.ndarray, major: int = 1):
+        import dlbridge
+
+        try:
+            self.tensor = dlbridge.from_dlpack(source)
+        except BufferError:
+            # numpy exports no bfloat16: a dlbridge tensor of the same bytes instead.
+            self.tensor = dlbridge.empty(source.shape, source.dtype.name)
+            compact = source.copy(order="C")
+            ctypes.memmove(self.tensor.data_ptr, compact.ctypes.data, compact.nbytes)
+        self.major = major
+        self.calls: list[dict[str, Any]] = []
+        self.capsules: list[Any] = []
+        self.counters: list[abi.DeleterCounter] = []
+
+    def _track(self, capsule: Any) -> Any:
+        name = abi.tensor_kind(capsule)
+        address = abi.capsule_pointer(capsule, name)
+        self.counters.append(abi.DeleterCounter(address, name == abi.VERSIONED))
+        if name == abi.VERSIONED and self.major != 1:
+            abi.DLManagedTensorVersioned.from_address(address).version.major = self.major
+        self.capsules.append(capsule)
+        return capsule
+
+    def __dlpack_device__(self):
+        return self.tensor.__dlpack_device__()
+
+    def names(self) -> list[str | None]:
+        return [abi.capsule_name(c) for c in self.capsules]
+
+    def release(self) -> list[int]:
+        """Drop the capsules (their destructors run) and return each deleter's call count."""
+        self.capsules.clear()
+        gc.collect()
+        counts = [c.calls for c in self.counters]
+        for c in self.counters:
+            c.forget()
+        return counts
+
+
+class Producer(TrackedProducer):
+    """A DLPack 1.x producer: ``__dlpack__`` takes every keyword of the array API."""
+
+    def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
+        kwargs = {
+            "stream": stream,
+            "max_version": max_version,
+            "dl_device": dl_device,
+            "copy": copy,
+        }
+        self.calls.append(kwargs)
+        return self._track(self.tensor.__dlpack__(**kwargs))
+
+
+class LegacyProducer(TrackedProducer):
+    """A producer from before DLPack 1.0: ``__dlpack__(stream=None)`` only."""
+
+    def __dlpack__(self, stream=None):
+        self.calls.append({"stream": stream})
+        return self._track(self.tensor.__dlpack__(stream=stream))
+
+
+def _import(ctx: Context, producer: Any) -> Any:
+    return ctx.adapter.from_dlpack(producer)
+
+
+def _require_consumer(ctx: Context) -> None:
+    if not ctx.has("from_dlpack"):
+        raise Skip("the adapter has no from_dlpack (the library has no DLPack consumer)")
+    if not ctx.has("to_numpy"):
+        raise Skip("the adapter has no to_numpy")
+
+
+def _repro(ctx: Context, case: Case) -> str:
+    recipe = getattr(ctx.adapter, "consumer_recipe", None) or "adapter.from_dlpack({x})"
+    return f"`{case.setup}; {recipe.format(x='dlbridge.from_dlpack(a)')}`"
+
+
+def _values(ctx: Context, cases: list[Case], basic: tuple[str, ...]) -> None:
+    _require_consumer(ctx)
+    for case in cases:
+        a = case.build()
+        producer = Producer(a)
+        try:
+            result = _import(ctx, producer)
+        except Exception as e:
+            if case.name in basic:
+                ctx.fail(f"{case.name}: refused ({describe(e)}): {_repro(ctx, case)}")
+            else:
+                ctx.note(f"refuses {case.name} ({describe(e)})")
+            continue
+        try:
+            got = ctx.to_numpy(result)
+        except Exception as e:
+            ctx.fail(
+                f"{case.name}: imported, but the result cannot be read ({describe(e)}): "
+                f"{_repro(ctx, case)}"
+            )
+            continue
+        if got.shape != a.shape or not np.array_equal(got, a):
+            ctx.fail(
+                f"{case.name}: imported {got.shape} {got.ravel()[:6].tolist()}, source "
+                f"{a.shape} {a.ravel()[:6].tolist()}: {_repro(ctx, case)}"
+            )
+        del result, got
+        producer.release()
+
+
+def layout_values(ctx: Context) -> None:
+    """Every layout (C, F, strided, negative, offset) imports with the source's values."""
+    cases = [c for c in layout_cases() if c.layout not in ODD_SIZES and not c.read_only]
+    _values(ctx, cases, basic=("float32 C",))
+
+
+def layout_sizes(ctx: Context) -> None:
+    """0-d, empty and size-1-with-odd-stride tensors import with the source's values."""
+    _values(ctx, [c for c in layout_cases() if c.layout in ODD_SIZES], basic=())
+
+
+def dtypes(ctx: Context) -> None:
+    """bool, every int and float width, float16, bfloat16 and complex import with their values
+    (a dtype the library lacks may be refused, which is noted)."""
+    _values(ctx, dtype_cases(), basic=("float32 1-d",))
+
+
+def read_only(ctx: Context) -> None:
+    """A READ_ONLY tensor is imported read-only, copied, or refused; never as writable memory
+    shared with the source."""
+    _require_consumer(ctx)
+    case = next(c for c in layout_cases() if c.read_only)
+    a = case.build()
+    producer = Producer(a)
+    try:
+        result = _import(ctx, producer)
+    except Exception as e:
+        ctx.note(f"refuses read-only tensors ({describe(e)})")
+        return
+    if ctx.has("is_writable"):
+        writable = bool(ctx.adapter.is_writable(result))
+    else:
+        writable = bool(ctx.to_numpy(result).flags.writeable)
+    if ctx.has("data_ptr"):
+        start = int(ctx.adapter.data_ptr(result))
+        shared = a.__array_interface__["data"][0] == start
+    else:
+        shared = np.shares_memory(ctx.to_numpy(result), a)
+    if writable and shared:
+        ctx.fail(
+            f"a READ_ONLY tensor is imported zero-copy as writable, so writes reach "
+            f"read-only memory: {_repro(ctx, case)}"
+        )
+    del result
+    producer.release()
+
+
+def max_version(ctx: Context) -> None:
+    """The consumer passes ``max_version`` with major 1, and ``stream`` None for a CPU tensor."""
+    _require_consumer(ctx)
+    case = layout_cases()[0]
+    producer = Producer(case.build())
+    result = _import(ctx, producer)
+    del result
+    if not producer.calls:
+        ctx.fail(f"never called __dlpack__ (read the tensor some other way): {_repro(ctx, case)}")
+    else:
+        first = producer.calls[0]
+        asked = first.get("max_version")
+        if asked is None or tuple(asked)[0] != 1:
+            ctx.fail(
+                f"__dlpack__ is called with max_version={asked!r}, so no versioned capsule can "
+                f"come (array API 2023.12 asks for (1, x)): {_repro(ctx, case)}"
+            )
+        if first.get("stream") is not None:
+            ctx.fail(f"passes stream={first['stream']!r} for a CPU tensor: {_repro(ctx, case)}")
+    producer.release()
+
+
+def legacy_only(ctx: Context) -> None:
+    """A producer whose ``__dlpack__`` takes no ``max_version`` is still imported."""
+    _require_consumer(ctx)
+    case = layout_cases()[0]
+    a = case.build()
+    producer = LegacyProducer(a)
+    try:
+        result = _import(ctx, producer)
+    except Exception as e:
+        ctx.fail(
+            f"a producer without max_version is refused ({describe(e)}): "
+            f"`class P: __dlpack__(self, stream=None) -> legacy capsule`"
+        )
+        return
+    if not np.array_equal(ctx.to_numpy(result), a):
+        ctx.fail("a legacy producer's tensor is imported with the wrong values")
+    del result
+    producer.release()
+
+
+def renames(ctx: Context) -> None:
+    """The consumer renames the capsule ``used_dltensor[_versioned]`` once it owns the tensor."""
+    _require_consumer(ctx)
+    case = layout_cases()[0]
+    producer = Producer(case.build())
+    result = _import(ctx, producer)
+    names = producer.names()
+    if names and names[-1] not in (abi.USED_LEGACY, abi.USED_VERSIONED):
+        ctx.fail(f"the consumed capsule is still named {names[-1]!r}: {_repro(ctx, case)}")
+    del result
+    producer.release()
+
+
+def refuses_major_2(ctx: Context) -> None:
+    """A capsule of major version 2 is refused (not renamed, not read), and its deleter still
+    runs once."""
+    _require_consumer(ctx)
+    case = layout_cases()[0]
+    producer = Producer(case.build(), major=2)
+    try:
+        result = _import(ctx, producer)
+    except Exception:
+        result = None
+    versioned = [n for n in producer.names() if n and n.endswith(abi.VERSIONED)]
+    if not versioned:
+        producer.release()
+        raise Skip("the consumer never asked for a versioned capsule")
+    if result is not None:
+        ctx.fail(
+            "a capsule of version 2.x was imported: `tensor.__dlpack__(max_version=(1, 3)) "
+            "with version.major patched to 2`"
+        )
+    del result
+    counts = producer.release()
+    if counts and counts[-1] != 1:
+        ctx.fail(f"the refused capsule's deleter ran {counts[-1]}x, not once")
+
+
+def deleter_once(ctx: Context) -> None:
+    """Once the imported array dies, the producer's deleter has run exactly once."""
+    _require_consumer(ctx)
+    for case in (layout_cases()[0], next(c for c in layout_cases() if c.layout == "offset")):
+        producer = Producer(case.build())
+        try:
+            result = _import(ctx, producer)
+        except Exception:
+            result = None
+        del result
+        gc.collect()
+        after_result = [c.calls for c in producer.counters]
+        total = producer.release()
+        if after_result and after_result[-1] == 0 and total[-1] == 1:
+            ctx.fail(
+                f"{case.name}: the deleter had not run after the imported array died "
+                f"(memory held until the capsule died): {_repro(ctx, case)}"
+            )
+        elif total and total[-1] != 1:
+            ctx.fail(f"{case.name}: the deleter ran {total[-1]}x, not once: {_repro(ctx, case)}")
+
+
+CHECKS: list[tuple[str, CheckFn]] = [
+    ("consumer.layout.values", layout_values),
+    ("consumer.layout.sizes", layout_sizes),
+    ("consumer.dtypes.values", dtypes),
+    ("consumer.read_only.honoured", read_only),
+    ("consumer.protocol.max_version", max_version),
+    ("consumer.protocol.legacy_only", legacy_only),
+    ("consumer.protocol.renames", renames),
+    ("consumer.protocol.major_2", refuses_major_2),
+    ("consumer.lifecycle.deleter_once", deleter_once),
+]
+"""Every consumer check, in the order they run."""

@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# The ecosystem report (`./just conformance`): installs every library the DLPack conformance kit
+# has an adapter for into a cached venv of its own (requirements/conformance.txt), builds the
+# dlbridge wheel into it, runs `python -m dlbridge.conformance` on each library (one child process
+# per library) and writes docs/conformance.md (scripts/conformance_doc.py). Not part of
+# `./just test`: the venv is about 12 GB. Extra arguments replace the library list.
+# shellcheck source-path=SCRIPTDIR source=lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+libraries=(numpy torch jax pyarrow mlx tvm-ffi dpnp tensorflow paddle onnxruntime array-api-strict
+  dlbridge)
+(($#)) && libraries=("$@")
+
+venv=$(ensure_venv conformance "$REPO_ROOT/requirements/conformance.txt")
+# Shared by every clone: hold its lock while its dlbridge is the one built here.
+exec 8>"$venv.test.lock"
+flock 8
+wheels=$(mktemp -d)
+trap 'rm -rf "$wheels"' EXIT
+log "building the dlbridge wheel into $venv"
+"$venv/bin/maturin" build --release --quiet \
+  --manifest-path "$REPO_ROOT/bindings/python/Cargo.toml" \
+  --interpreter "$venv/bin/python" --out "$wheels" >&2
+"$venv/bin/python" -m pip install --quiet --disable-pip-version-check \
+  --force-reinstall --no-deps "$wheels"/dlbridge-*.whl >&2
+
+# dpnp's OpenCL CPU device: the wheels' ICD file names a build-time path, so point the loader at
+# the venv's OpenCL runtime directly; without it dpnp finds no device at all.
+export OCL_ICD_FILENAMES=$venv/lib/libintelocl.so
+export TF_CPP_MIN_LOG_LEVEL=3
+
+out=$REPO_ROOT/target/conformance
+mkdir -p "$out"
+log "running the conformance kit on ${libraries[*]}"
+"$venv/bin/python" -m dlbridge.conformance "${libraries[@]}" \
+  --json "$out/report.json" --markdown "$out/table.md"
+"$venv/bin/python" "$REPO_ROOT/scripts/conformance_doc.py" "$out/report.json" \
+  "$REPO_ROOT/requirements/conformance.txt" >"$REPO_ROOT/docs/conformance.md"
+log "wrote docs/conformance.md"

@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# dlbridge against a real non-CPU device: dpnp arrays on Intel's oneAPI OpenCL CPU device
+# (kDLOneAPI tensors with an asynchronous queue). Builds the dlbridge wheel into a cached venv of
+# its own (requirements/dpnp-test.txt, about 3 GB) with dlbridge.julia (Julia embedded through
+# jlrs) and libdlbridge (the C ABI, reached through ctypes), then runs bindings/python/tests-device,
+# and bindings/mojo/tests-device with that venv's interpreter embedded in Mojo. Where dpnp cannot install or finds no device, says so and skips.
+# Extra arguments go to pytest.
+# shellcheck source-path=SCRIPTDIR source=lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+if ! venv=$(ensure_venv dpnp-test "$REPO_ROOT/requirements/dpnp-test.txt"); then
+  log "SKIPPED the dpnp device tests: dpnp could not be installed (see the pip output above)"
+  exit 0
+fi
+# The wheels' OpenCL ICD file names a build-time path: point the loader at the runtime directly.
+export OCL_ICD_FILENAMES=$venv/lib/libintelocl.so
+if ! "$venv/bin/python" -c 'import dpctl, sys; sys.exit(0 if dpctl.get_devices() else 1)'; then
+  log "SKIPPED the dpnp device tests: dpctl finds no SYCL device on this machine"
+  exit 0
+fi
+
+# Shared by every clone: hold its lock while its dlbridge is the one built here.
+exec 8>"$venv.test.lock"
+flock 8
+wheels=$(mktemp -d)
+trap 'rm -rf "$wheels"' EXIT
+log "building the dlbridge wheel into $venv"
+"$venv/bin/maturin" build --release --quiet \
+  --manifest-path "$REPO_ROOT/bindings/python/Cargo.toml" \
+  --interpreter "$venv/bin/python" --out "$wheels" >&2
+"$venv/bin/python" -m pip install --quiet --disable-pip-version-check \
+  --force-reinstall --no-deps "$wheels"/dlbridge-*.whl >&2
+
+# dlbridge.julia (Julia embedded through jlrs, bindings/julia/python) beside it.
+log "building the dlbridge-julia wheel into $venv"
+eval "$("$REPO_ROOT/scripts/julia-build-env.sh")"
+"$venv/bin/maturin" build --release --quiet --locked --auditwheel skip \
+  --manifest-path "$REPO_ROOT/bindings/julia/python/Cargo.toml" \
+  --interpreter "$venv/bin/python" --out "$wheels" >&2
+"$venv/bin/python" -m pip install --quiet --disable-pip-version-check \
+  --force-reinstall --no-deps "$wheels"/dlbridge_julia-*.whl >&2
+
+log "building libdlbridge (cargo build -p dlbridge-capi)"
+cargo build --quiet -p dlbridge-capi --manifest-path "$REPO_ROOT/Cargo.toml" >&2
+export DLBRIDGE_CAPI_LIB=${CARGO_TARGET_DIR:-$REPO_ROOT/target}/debug/libdlbridge.so
+
+log "running the dpnp device tests (Python, Rust, the C ABI and embedded Julia)"
+(cd "$REPO_ROOT/bindings/python" && "$venv/bin/python" -m pytest -q -p no:cacheprovider tests-device "$@")
+
+# Mojo, with the dpnp venv's interpreter embedded: a oneAPI tensor passes through unchanged and
+# host access to it is refused.
+mojo_venv=$(ensure_venv mojo "$REPO_ROOT/requirements/mojo.txt")
+log "building libdlbridge for Mojo (cargo build --release -p dlbridge-capi)"
+cargo build --quiet --release -p dlbridge-capi --manifest-path "$REPO_ROOT/Cargo.toml" >&2
+export DLBRIDGE_LIB=${CARGO_TARGET_DIR:-$REPO_ROOT/target}/release/libdlbridge.so
+log "mojo run bindings/mojo/tests-device/test_dpnp.mojo"
+cd "$REPO_ROOT"
+PATH=$mojo_venv/bin:$PATH MOJO_PYTHON=$venv/bin/python \
+  mojo run -I bindings/mojo bindings/mojo/tests-device/test_dpnp.mojo
