@@ -27,7 +27,9 @@
 
 mod call;
 mod error;
+mod fork;
 mod runtime;
+mod signals;
 
 pub use call::{Argument, Output, MAX_ARGUMENTS};
 pub use error::{Error, Result};
