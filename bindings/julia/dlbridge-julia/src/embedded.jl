@@ -193,7 +193,8 @@ end
 
 # One tensor argument, the common case: imported and wrapped without the argument vectors.
 function call(name::String, mask::UInt64, permuted::UInt64, p::Ptr{Cvoid})
-    mask == 1 || return invoke(call, Tuple{String,UInt64,UInt64,Vararg{Any}}, name, mask, permuted, p)
+    mask == 1 ||
+        return invoke(call, Tuple{String,UInt64,UInt64,Vararg{Any}}, name, mask, permuted, p)
     t = DLBridge.import_tensor(Ptr{DLBridge.DLManagedTensorVersioned}(p))
     x = try
         argument(t, permuted != 0)

@@ -374,7 +374,9 @@ def test_host_signals_stay_unblocked_in_threads_and_subprocesses():
     wanted = {signal.SIGINT, signal.SIGTERM, signal.SIGABRT, signal.SIGQUIT, signal.SIGUSR1}
     assert not wanted & signal.pthread_sigmask(signal.SIG_BLOCK, [])
     seen = []
-    worker = threading.Thread(target=lambda: seen.append(signal.pthread_sigmask(signal.SIG_BLOCK, [])))
+    worker = threading.Thread(
+        target=lambda: seen.append(signal.pthread_sigmask(signal.SIG_BLOCK, []))
+    )
     worker.start()
     worker.join()
     assert not wanted & seen[0]
