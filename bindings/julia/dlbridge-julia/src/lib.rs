@@ -28,6 +28,7 @@
 mod call;
 mod error;
 mod fork;
+mod package;
 mod runtime;
 mod signals;
 

@@ -7,10 +7,11 @@ use std::path::PathBuf;
 use std::sync::Mutex;
 use std::thread::{self, ThreadId};
 
-use jlrs::prelude::{Module, Value};
+use jlrs::prelude::Value;
 
 use crate::error::{thread_label, Error, Result};
 use crate::fork;
+use crate::package::{self, Package};
 use crate::signals::{HostSignals, InJulia};
 
 /// GC stack slots of the embedded runtime (jlrs frames hold every value a call makes).
@@ -18,6 +19,10 @@ const STACK_SLOTS: usize = 1024;
 
 /// The Julia half of this crate: conversions at the boundary, on top of DLBridge.jl.
 const EMBEDDED_JL: &str = include_str!("embedded.jl");
+
+/// Loads DLBridge.jl (`path`) into `Main`, with `DLBRIDGE_LIB` defaulting to `library`.
+const LOAD_PACKAGE: &str = r#"(path, library) -> withenv(() -> Base.include(Main, path),
+    "DLBRIDGE_LIB" => get(ENV, "DLBRIDGE_LIB", library))"#;
 
 /// Where the runtime stands in this process.
 enum State {
@@ -61,8 +66,9 @@ extern "C" {
 ///
 /// Which Julia: `DLBRIDGE_JULIA_BINDIR` (the folder of the `julia` binary) and
 /// `DLBRIDGE_JULIA_IMAGE` (its `sys.so`), defaulting to the Julia this crate was built against;
-/// which DLBridge.jl: `DLBRIDGE_JULIA_PACKAGE` (the package folder), defaulting to the one beside
-/// this crate; DLBridge.jl itself finds libdlbridge through `DLBRIDGE_LIB`.
+/// which DLBridge.jl: `DLBRIDGE_JULIA_PACKAGE` (the package folder), defaulting to the copy of
+/// `bindings/julia/DLBridge` compiled into this crate (so a built artefact does not need its
+/// checkout); libdlbridge: `DLBRIDGE_LIB`, defaulting to this checkout's `target/release`.
 pub struct Julia {
     _not_send: PhantomData<*mut jlrs::Julia>,
 }
@@ -164,17 +170,7 @@ fn start_runtime() -> std::result::Result<*mut jlrs::Julia, String> {
         env!("DLBRIDGE_JULIA_DEFAULT_BINDIR"),
     );
     let image = configured_path("DLBRIDGE_JULIA_IMAGE", env!("DLBRIDGE_JULIA_DEFAULT_IMAGE"));
-    let package = configured_path(
-        "DLBRIDGE_JULIA_PACKAGE",
-        concat!(env!("CARGO_MANIFEST_DIR"), "/../DLBridge"),
-    );
-    let source = package.join("src").join("DLBridge.jl");
-    if !source.is_file() {
-        return Err(format!(
-            "no DLBridge.jl at {} (set DLBRIDGE_JULIA_PACKAGE)",
-            source.display()
-        ));
-    }
+    let package = Package::locate()?;
     promote_libjulia();
     set_options();
     let signals = HostSignals::save();
@@ -191,13 +187,14 @@ fn start_runtime() -> std::result::Result<*mut jlrs::Julia, String> {
     signals.restore();
     let mut runtime = runtime?;
     stdio.restore();
-    let source = source.to_string_lossy().into_owned();
+    let source = package.main().to_string_lossy().into_owned();
     let _running = InJulia::enter();
     let loaded = runtime.dynamic_frame(|global, frame| {
         let path = Value::new(frame, source.as_str())?;
-        let include = Module::base(global).function("include")?;
-        let main = Module::main(global).as_value();
-        if let Err(exception) = include.call2(frame, main, path)? {
+        let library = Value::new(frame, package::DEFAULT_LIBRARY)?;
+        let include = Value::eval_string(frame, LOAD_PACKAGE)?
+            .map_err(|_| jlrs::error::JlrsError::Other("cannot compile the loader".into()))?;
+        if let Err(exception) = include.call2(frame, path, library)? {
             let message = crate::call::exception_message(global, frame, exception)?;
             return Ok(Err(format!("cannot load {source}: {message}")));
         }

@@ -490,3 +490,27 @@ def test_the_gil_is_released_while_julia_runs():
         stop.set()
         ticker.join()
     assert len(ticks) >= 20, len(ticks)
+
+
+def test_dlbridge_jl_comes_from_the_built_module_not_the_checkout():
+    # The module carries DLBridge.jl's sources: it loads them from a private copy, removed once
+    # loaded, so moving or deleting the checkout it was built from breaks nothing.
+    script = (
+        "import os\n"
+        "from dlbridge import julia as jl\n"
+        "source = jl.eval('string(first(methods(DLBridge.wrap)).file)')\n"
+        "print(source)\n"
+        "print(os.path.exists(source))\n"
+        "print(float(jl.call('sum', __import__('numpy').ones(3))))\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "DLBRIDGE_JULIA_PACKAGE"}
+    done = subprocess.run(
+        [sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        timeout=120, text=True, env=env,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    source, exists, total = done.stdout.split()
+    checkout = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
+    assert not source.startswith(checkout), source
+    assert source.endswith("/src/wrap.jl") and exists == "False", done.stdout
+    assert total == "3.0"
