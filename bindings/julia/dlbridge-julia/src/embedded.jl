@@ -47,17 +47,29 @@ function name_path(e::Expr)
 end
 name_path(_) = nothing
 
-# The function `name` stands for, now.
+# The function `name` stands for, now, and whether it was evaluated just now (then it is newer
+# than the running call's world, and is called through `invokelatest`).
 function resolve(name::String)
-    path = get!(() -> name_path(Meta.parse(name)), PARSED, name)
-    if path === nothing
-        return get!(() -> Core.eval(Main, Meta.parse(name)), EVALUATED, name)
+    path = get(PARSED, name, missing)
+    if path === missing
+        found = name_path(Meta.parse(name))
+        # A plain name is kept as its symbol, the common case, looked up without the loop.
+        path = PARSED[name] = found !== nothing && length(found) == 1 ? found[1] : found
     end
-    value = Main
-    for s in path
-        value = value isa Module ? getglobal_or_throw(value, s) : getproperty(value, s)
-    end
-    return value
+    path isa Symbol && return getglobal_or_throw(Main, path), false
+    path === nothing || return lookup(Main, path::Vector{Any}, 1), false
+    f = get(EVALUATED, name, missing)
+    f === missing || return f, false
+    f = EVALUATED[name] = Core.eval(Main, Meta.parse(name))
+    return f, true
+end
+
+# `path[i:end]` looked up from `value`.
+function lookup(value, path::Vector{Any}, i::Int)
+    i > length(path) && return value
+    s = path[i]::Symbol
+    next = value isa Module ? getglobal_or_throw(value, s) : getproperty(value, s)
+    return lookup(next, path, i + 1)
 end
 getglobal_or_throw(m::Module, s::Symbol) =
     isdefined(m, s) ? getfield(m, s) : throw(UndefVarError(s))
@@ -184,11 +196,9 @@ end
 # arguments: `:same`, else `:reversed`). The host never mixes both kinds in one call.
 function call(name::String, mask::UInt64, permuted::UInt64, args...)
     converted = import_arguments(mask, permuted, Any[args...])
-    try
-        return apply(name, permuted == 0 ? :reversed : :same, converted...)
-    finally
-        collect_lent()
-    end
+    result = apply(name, permuted == 0 ? :reversed : :same, converted...)
+    collect_lent()  # after a failure, the next call's collection counts this call's bytes
+    return result
 end
 
 # One tensor argument, the common case: imported and wrapped without the argument vectors.
@@ -201,17 +211,18 @@ function call(name::String, mask::UInt64, permuted::UInt64, p::Ptr{Cvoid})
     finally
         drop_reference(t)  # the array holds its own reference (or, after a failure, nothing does)
     end
-    try
-        return apply(name, permuted == 0 ? :reversed : :same, x)
-    finally
-        collect_lent()
-    end
+    result = apply(name, permuted == 0 ? :reversed : :same, x)
+    collect_lent()
+    return result
 end
 
-# Calls the function `name` with the converted arguments; its result for the host. The call
-# runs in the newest world: the function may have been defined by this very call's lookup.
-apply(name::String, order::Symbol, args...) =
-    to_host(Base.invokelatest(resolve(name), args...), order)
+# Calls the function `name` with the converted arguments; its result for the host. Each call
+# from the host starts in the newest world, so only a function evaluated by this very call's
+# lookup needs `invokelatest`.
+function apply(name::String, order::Symbol, args...)
+    f, fresh = resolve(name)
+    return to_host(fresh ? Base.invokelatest(f, args...) : f(args...), order)
+end
 
 # Evaluates `code` like a file of top-level expressions; an exception is thrown as itself, not
 # wrapped in the `LoadError` that `include_string` adds.

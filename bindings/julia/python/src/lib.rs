@@ -188,24 +188,6 @@ fn to_argument(obj: &Bound<'_, PyAny>) -> PyResult<Argument<'static>> {
     if obj.is_instance_of::<PyBool>() {
         return Ok(Argument::Bool(obj.extract()?));
     }
-    let tensor_like =
-        obj.is_instance_of::<PyCapsule>() || obj.hasattr(intern!(py, "__dlpack__"))?;
-    if !tensor_like {
-        // Numpy's scalars (numpy.int64, numpy.float32, numpy.bool_, ...) are not Python's.
-        if is_numpy_bool(obj)? {
-            return Ok(Argument::Bool(obj.is_truthy()?));
-        }
-        if !obj.is_instance_of::<PyFloat>() && obj.hasattr(intern!(py, "__index__"))? {
-            return Ok(Argument::Int(
-                obj.call_method0(intern!(py, "__index__"))?.extract()?,
-            ));
-        }
-        if !obj.is_instance_of::<PyString>() && obj.hasattr(intern!(py, "__float__"))? {
-            return Ok(Argument::Float(
-                obj.call_method0(intern!(py, "__float__"))?.extract()?,
-            ));
-        }
-    }
     if obj.is_instance_of::<PyInt>() {
         return Ok(Argument::Int(obj.extract()?));
     }
@@ -215,11 +197,11 @@ fn to_argument(obj: &Bound<'_, PyAny>) -> PyResult<Argument<'static>> {
     if obj.is_instance_of::<PyString>() {
         return Ok(Argument::from(obj.extract::<String>()?));
     }
-    if tensor_like {
+    if obj.is_instance_of::<PyCapsule>() || obj.hasattr(intern!(py, "__dlpack__"))? {
         return Ok(Argument::Tensor(take_tensor(obj)?));
     }
     if let Ok(marked) = obj.cast::<Permuted>() {
-        let tensor = marked.get().tensor.bind(obj.py());
+        let tensor = marked.get().tensor.bind(py);
         return match to_argument(tensor)? {
             Argument::Tensor(t) => Ok(Argument::Permuted(t)),
             _ => Err(PyTypeError::new_err(format!(
@@ -228,9 +210,23 @@ fn to_argument(obj: &Bound<'_, PyAny>) -> PyResult<Argument<'static>> {
             ))),
         };
     }
+    // Numpy's scalars (numpy.int64, numpy.float32, numpy.bool_, ...) are not Python's.
+    if is_numpy_bool(obj)? {
+        return Ok(Argument::Bool(obj.is_truthy()?));
+    }
+    if obj.hasattr(intern!(py, "__index__"))? {
+        return Ok(Argument::Int(
+            obj.call_method0(intern!(py, "__index__"))?.extract()?,
+        ));
+    }
+    if obj.hasattr(intern!(py, "__float__"))? {
+        return Ok(Argument::Float(
+            obj.call_method0(intern!(py, "__float__"))?.extract()?,
+        ));
+    }
     Err(PyTypeError::new_err(format!(
         "cannot pass a {} to Julia: expected a DLPack tensor (an object with __dlpack__ \
-         or a DLPack capsule), bool, int, float or str",
+         or a DLPack capsule), bool, int, float or str (or a numpy scalar)",
         obj.get_type().name()?
     )))
 }
