@@ -154,6 +154,13 @@ fn to_py_err(py: Python<'_>, e: Error) -> PyErr {
 /// export of it (read-only producers stay flagged read-only).
 fn take_tensor(obj: &Bound<'_, PyAny>) -> PyResult<Tensor> {
     let py = obj.py();
+    if requires_grad(obj)? {
+        // Torch exports a tensor that requires grad through its C exchange API as writable (and
+        // refuses `__dlpack__`); its memory is taken through `detach()` (the same memory) and
+        // flagged read-only, since writes would bypass autograd.
+        let detached = obj.call_method0(intern!(py, "detach"))?;
+        return Ok(take_tensor(&detached)?.with_flags(Flags::READ_ONLY));
+    }
     let api = tensor_api(py)?;
     let imported;
     let t = if obj.get_type().as_ptr().cast() == api.ty {
@@ -179,6 +186,17 @@ fn take_tensor(obj: &Bound<'_, PyAny>) -> PyResult<Tensor> {
 fn is_numpy_bool(obj: &Bound<'_, PyAny>) -> PyResult<bool> {
     let ty = obj.get_type();
     Ok(ty.module()?.to_cow()? == "numpy" && matches!(&*ty.name()?.to_cow()?, "bool" | "bool_"))
+}
+
+/// Whether `obj` is a torch tensor that requires grad (other types are not asked).
+fn requires_grad(obj: &Bound<'_, PyAny>) -> PyResult<bool> {
+    if !obj.get_type().module()?.to_cow()?.starts_with("torch") {
+        return Ok(false);
+    }
+    match obj.getattr_opt(intern!(obj.py(), "requires_grad"))? {
+        Some(flag) => flag.is_truthy(),
+        None => Ok(false),
+    }
 }
 
 /// A Python argument for Julia: bool, int, float, str (numpy's scalars too), or a DLPack

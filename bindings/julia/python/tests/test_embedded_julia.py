@@ -514,3 +514,11 @@ def test_dlbridge_jl_comes_from_the_built_module_not_the_checkout():
     assert not source.startswith(checkout), source
     assert source.endswith("/src/wrap.jl") and exists == "False", done.stdout
     assert total == "3.0"
+
+
+def test_a_tensor_that_requires_grad_is_taken_read_only_and_refused():
+    t = torch.arange(3, dtype=torch.float64, requires_grad=True)
+    with pytest.raises(jl.JuliaError, match="read-only"):
+        jl.call("x -> (x .= 42; x)", t)
+    assert t.tolist() == [0.0, 1.0, 2.0]
+    assert jl.call("total", t.detach()) == 3.0
