@@ -250,6 +250,32 @@ def test_a_forked_child_refuses_julia_and_never_writes_into_the_parent():
     assert jl.eval("h(5)") == 17
 
 
+def test_code_a_forked_child_compiles_anyway_lands_in_the_child():
+    # Going around the refusal (libjulia's own entry point), the child's compiler writes through
+    # the descriptor the fork handler re-pointed: the code lands in the child, which runs it, and
+    # the parent's code stays as it was. (Before, those writes went into the parent, and the
+    # child aborted registering the unwind tables of code it could not see.)
+    import ctypes
+
+    jl.eval("h2(x) = 2x + 7")
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            lib = ctypes.CDLL("libjulia.so.1", mode=os.RTLD_NOLOAD | ctypes.RTLD_GLOBAL)
+            lib.jl_eval_string.restype = ctypes.c_void_p
+            lib.jl_unbox_int64.restype = ctypes.c_int64
+            lib.jl_unbox_int64.argtypes = [ctypes.c_void_p]
+            value = lib.jl_eval_string(b"h2(x) = 3x + 9; h2(5)")
+            code = 0 if value and lib.jl_unbox_int64(value) == 24 else 2
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, status
+    assert jl.call("h2", 5) == 17
+    assert jl.eval("h2(5)") == 17
+
+
 def test_a_fork_based_pool_whose_workers_do_not_call_julia_works():
     import multiprocessing
 
