@@ -8,10 +8,9 @@ use dlbridge::export::to_versioned;
 use dlbridge::ffi::DLManagedTensorVersioned;
 use dlbridge::{Flags, ManagedTensor, Tensor};
 use jlrs::error::JlrsResult;
-use jlrs::frame::DynamicFrame;
 use jlrs::global::Global;
-use jlrs::mode::Sync;
 use jlrs::prelude::{Module, Value};
+use jlrs::traits::Frame;
 
 use crate::error::{Error, Result};
 use crate::runtime::Julia;
@@ -22,15 +21,19 @@ pub const MAX_ARGUMENTS: usize = 64;
 /// An argument of [`Julia::call`].
 #[derive(Debug)]
 pub enum Argument<'a> {
-    /// A tensor, seen in Julia as `DLBridge.wrap` of it: an `Array` with the dimensions reversed
-    /// for row-major data, a `StridedView` for other strides. Its memory is shared, not copied;
-    /// the tensor is dropped (its owner released) once Julia no longer references the array.
-    /// Read-only tensors are refused (Julia arrays are always writable).
+    /// A tensor, seen in Julia with its dimensions reversed whatever its memory layout
+    /// (`x[k, j, i] == T[i, j, k]`): an `Array` for row-major data, a `PermutedDimsArray` over
+    /// DLBridge's column-major `Array` for column-major data, a `DLBridge.StridedView` for other
+    /// strides. Its memory is shared, not copied; the tensor is dropped (its owner released)
+    /// once Julia no longer references the array. Read-only tensors are refused (Julia arrays
+    /// are always writable). Array results of the call come back reversed too.
     Tensor(Tensor),
     /// A tensor seen in Julia in its own dimension order: `DLBridge.wrap(t; order = :permuted)`,
     /// a `PermutedDimsArray` over the same memory (a row-major 2×3 tensor is a 2×3 array whose
     /// `x[i, j]` is the tensor's element `[i, j]`). Shared, kept alive and refused as
-    /// [`Argument::Tensor`] is.
+    /// [`Argument::Tensor`] is. Array results of a call on permuted arguments come back in
+    /// Julia's order (an m×n array is an m×n tensor); a call takes either permuted tensors or
+    /// plain ones, not both.
     Permuted(Tensor),
     /// A `Float64`.
     Float(f64),
@@ -87,14 +90,25 @@ impl From<String> for Argument<'_> {
 /// A value Julia returned, converted for the host.
 #[derive(Debug)]
 pub enum Output {
-    /// An array, shared through `DLBridge.share` (dimensions reversed: a Julia `m×n` matrix is an
-    /// `n×m` row-major tensor): same memory, no copy; Julia keeps the array alive until the
-    /// tensor is dropped (on any thread).
+    /// An array, shared through `DLBridge.share`, oriented as the call's tensor arguments were:
+    /// dimensions reversed (a Julia `m×n` matrix is an `n×m` tensor, row-major for an `Array`),
+    /// or, for a call on [`Argument::Permuted`] tensors, as is. Same memory, no copy; Julia keeps
+    /// the array alive until the tensor is dropped (on any thread), and a `Vector` shared so can
+    /// no longer be resized in Julia.
     Tensor(Tensor),
     /// A `Float64` (also `Float32` and `Float16`).
     Float(f64),
     /// An `Int64` (also the smaller integer types).
     Int(i64),
+    /// A `UInt64`.
+    UInt(u64),
+    /// A complex number (`ComplexF64`, `ComplexF32` or `ComplexF16`).
+    Complex {
+        /// The real part.
+        re: f64,
+        /// The imaginary part.
+        im: f64,
+    },
     /// A `Bool`.
     Bool(bool),
     /// A string.
@@ -139,16 +153,18 @@ impl Julia {
                 let result = glue.function("eval_code")?.call1(frame, code)?;
                 finish(global, frame, glue, result)
             })
-        })?
+        })??
     }
 
-    /// Calls the Julia function `function` (a name such as `"scale!"` or `"Base.sum"`, evaluated
-    /// in `Main` once and remembered) with `args`; returns its result.
+    /// Calls the Julia function `function` with `args`; returns its result. A name such as
+    /// `"scale!"` or `"Base.sum"` is looked up in `Main` on every call (a rebound name is
+    /// followed); any other expression, such as `"x -> 2x"`, is evaluated once and remembered.
     ///
     /// # Errors
     /// [`Error::Julia`] with Julia's message when the call throws (also when a tensor argument
-    /// is refused, such as a read-only one); [`Error::Embedding`] for more than
-    /// [`MAX_ARGUMENTS`] arguments or a string with a NUL byte.
+    /// is refused, such as a read-only one); [`Error::Argument`] for more than
+    /// [`MAX_ARGUMENTS`] arguments, or permuted and plain tensors in one call;
+    /// [`Error::Embedding`] for a string with a NUL byte.
     pub fn call<'a>(
         &self,
         function: &str,
@@ -156,9 +172,23 @@ impl Julia {
     ) -> Result<Output> {
         let args: Vec<Argument<'a>> = args.into_iter().collect();
         if args.len() > MAX_ARGUMENTS {
-            return Err(Error::Embedding(format!(
+            return Err(Error::Argument(format!(
                 "{} arguments given, at most {MAX_ARGUMENTS} are supported",
                 args.len()
+            )));
+        }
+        let permuted = args
+            .iter()
+            .filter(|a| matches!(a, Argument::Permuted(_)))
+            .count();
+        let plain = args
+            .iter()
+            .filter(|a| matches!(a, Argument::Tensor(_)))
+            .count();
+        if permuted > 0 && plain > 0 {
+            return Err(Error::Argument(format!(
+                "{permuted} permuted and {plain} plain tensor arguments in one call: results are \
+                 oriented as the arguments are, so a call takes one kind only"
             )));
         }
         let mut exports = Exports(Vec::new());
@@ -211,7 +241,7 @@ impl Julia {
                 let result = call.call(frame, &mut values)?;
                 finish(global, frame, glue, result)
             })
-        })?
+        })??
     }
 }
 
@@ -221,14 +251,18 @@ fn embedded_module(global: Global<'_>) -> JlrsResult<Module<'_>> {
 }
 
 /// Converts a call's result, or its exception, for the host.
-fn finish<'base>(
-    global: Global<'base>,
-    frame: &mut DynamicFrame<'base, Sync>,
-    glue: Module<'base>,
+fn finish<'f, F: Frame<'f>>(
+    global: Global<'_>,
+    frame: &mut F,
+    glue: Module<'_>,
     result: Result<Value<'_, '_>, Value<'_, '_>>,
 ) -> JlrsResult<Result<Output>> {
     match result {
         Ok(value) => to_output(global, frame, glue, value),
+        Err(exception) if exception.isa(glue.global("HostExit")?) => {
+            let code = exception.get_nth_field(frame, 0)?.cast::<i32>()?;
+            Ok(Err(Error::Exit(code)))
+        }
         Err(exception) => {
             let kind = exception.type_name().to_owned();
             let message = exception_message(global, frame, exception)?;
@@ -238,10 +272,10 @@ fn finish<'base>(
 }
 
 /// Converts what the embedded module's `to_host` returned.
-fn to_output<'base>(
-    global: Global<'base>,
-    frame: &mut DynamicFrame<'base, Sync>,
-    glue: Module<'base>,
+fn to_output<'f, F: Frame<'f>>(
+    global: Global<'_>,
+    frame: &mut F,
+    glue: Module<'_>,
     value: Value<'_, '_>,
 ) -> JlrsResult<Result<Output>> {
     if value.is::<*mut c_void>() {
@@ -260,6 +294,9 @@ fn to_output<'base>(
     }
     if value.is::<i64>() {
         return Ok(Ok(Output::Int(value.cast::<i64>()?)));
+    }
+    if value.is::<u64>() {
+        return Ok(Ok(Output::UInt(value.cast::<u64>()?)));
     }
     if value.is::<bool>() {
         return Ok(Ok(Output::Bool(value.cast::<bool>()?)));
@@ -281,12 +318,16 @@ fn to_output<'base>(
         let mut outputs = Vec::with_capacity(length as usize);
         let mut failure = None;
         for i in 1..=length {
-            let index = Value::new(frame, i)?;
-            let item = getindex
-                .call2(frame, items, index)?
-                .map_err(|_| jlrs::error::JlrsError::NotAnArray)?;
+            // Each element in a frame of its own, so that a tuple of any length fits the stack.
+            let converted = frame.dynamic_frame(|nested| {
+                let index = Value::new(&mut *nested, i)?;
+                let item = getindex
+                    .call2(&mut *nested, items, index)?
+                    .map_err(|_| jlrs::error::JlrsError::NotAnArray)?;
+                to_output(global, nested, glue, item)
+            });
             // Every element is converted, so that each exported tensor is owned (and released).
-            match to_output(global, frame, glue, item)? {
+            match converted.map_err(Error::from).and_then(|c| c) {
                 Ok(output) => outputs.push(output),
                 Err(e) => failure = failure.or(Some(e)),
             }
@@ -296,6 +337,11 @@ fn to_output<'base>(
             None => Ok(Output::Tuple(outputs)),
         });
     }
+    if value.isa(glue.global("ComplexResult")?) {
+        let re = value.get_nth_field(frame, 0)?.cast::<f64>()?;
+        let im = value.get_nth_field(frame, 1)?.cast::<f64>()?;
+        return Ok(Ok(Output::Complex { re, im }));
+    }
     if value.isa(glue.global("Unconvertible")?) {
         let summary = value.get_nth_field(frame, 0)?.cast::<String>()?;
         return Ok(Ok(Output::Other(summary)));
@@ -304,9 +350,9 @@ fn to_output<'base>(
 }
 
 /// `sprint(showerror, exception)`: the text Julia shows for an exception.
-pub(crate) fn exception_message<'base>(
-    global: Global<'base>,
-    frame: &mut DynamicFrame<'base, Sync>,
+pub(crate) fn exception_message<'f, F: Frame<'f>>(
+    global: Global<'_>,
+    frame: &mut F,
     exception: Value<'_, '_>,
 ) -> JlrsResult<String> {
     let base = Module::base(global);

@@ -15,16 +15,111 @@ struct Results
     values::Vector{Any}
 end
 
-# Functions by name, parsed and evaluated in `Main` once (`"scale!"`, `"Base.sum"`, `"x -> 2x"`).
-const FUNCTIONS = Dict{String,Any}()
+# A complex number for the host (its parts as Float64).
+struct ComplexResult
+    re::Float64
+    im::Float64
+end
+
+# Thrown by `exit(n)` in embedded code: the host, not Julia, ends the process (running its own
+# exit handlers, and Julia's through them).
+struct HostExit <: Exception
+    code::Int32
+end
+Base.showerror(io::IO, e::HostExit) = print(io, "exit(", e.code, ") called from Julia")
+Base.exit(n::Integer) = throw(HostExit(Int32(n)))
+
+# Function names, parsed once. A name (`"scale!"`, `"Base.sum"`) is looked up again on every
+# call, so a rebound name or a replaced module is followed; any other expression (`"x -> 2x"`)
+# is evaluated once, as evaluating it again would make (and compile) a new function each time.
+const PARSED = Dict{String,Any}()
+const EVALUATED = Dict{String,Any}()
+
+# A name, or a dotted path of names (`Base.Math.sin`), as its symbols; `nothing` otherwise.
+name_path(s::Symbol) = Any[s]
+function name_path(e::Expr)
+    (e.head === :. && length(e.args) == 2 && e.args[2] isa QuoteNode) || return nothing
+    inner = name_path(e.args[1])
+    inner === nothing && return nothing
+    last = e.args[2].value
+    last isa Symbol || return nothing
+    return push!(inner, last)
+end
+name_path(_) = nothing
+
+# The function `name` stands for, now, and whether it was evaluated just now (then it is newer
+# than the running call's world, and is called through `invokelatest`).
+function resolve(name::String)
+    path = get(PARSED, name, missing)
+    if path === missing
+        found = name_path(Meta.parse(name))
+        # A plain name is kept as its symbol, the common case, looked up without the loop.
+        path = PARSED[name] = found !== nothing && length(found) == 1 ? found[1] : found
+    end
+    path isa Symbol && return getglobal_or_throw(Main, path), false
+    path === nothing || return lookup(Main, path::Vector{Any}, 1), false
+    f = get(EVALUATED, name, missing)
+    f === missing || return f, false
+    f = EVALUATED[name] = Core.eval(Main, Meta.parse(name))
+    return f, true
+end
+
+# `path[i:end]` looked up from `value`.
+function lookup(value, path::Vector{Any}, i::Int)
+    i > length(path) && return value
+    s = path[i]::Symbol
+    next = value isa Module ? getglobal_or_throw(value, s) : getproperty(value, s)
+    return lookup(next, path, i + 1)
+end
+getglobal_or_throw(m::Module, s::Symbol) =
+    isdefined(m, s) ? getfield(m, s) : throw(UndefVarError(s))
+
+# Foreign bytes lent to Julia by calls since the last collection: Julia's GC does not count
+# memory it does not own, so a loop of calls on fresh large arrays would otherwise keep them all
+# until an unrelated collection. Past `LENT_LIMIT` bytes, a young-generation collection releases
+# the arguments nothing in Julia holds any more.
+const LENT = Ref(0)
+const LENT_LIMIT = 64 * 2^20
+
+lend!(x::AbstractArray) = (LENT[] += length(x) * sizeof(eltype(x)); x)
+
+function collect_lent()
+    LENT[] > LENT_LIMIT || return nothing
+    LENT[] = 0
+    GC.gc(false)
+    return nothing
+end
+
+# An array handed to the host cannot be resized or reallocated by Julia while the host may
+# read it (`push!` would free the memory under the host's tensor): the array whose memory it
+# is gets Julia's shared-data flag, which makes resizing throw "cannot resize array with shared
+# data". The flag stays set for the array's life.
+function forbid_resize!(x::AbstractArray)
+    p = parent(x)
+    p === x || return forbid_resize!(p)
+    x isa Vector || return nothing
+    flags = Ptr{UInt16}(pointer_from_objref(x)) + 2 * sizeof(Ptr{Cvoid})
+    GC.@preserve x unsafe_store!(flags, unsafe_load(flags) | 0x4000)
+    return nothing
+end
+forbid_resize!(x) = nothing
 
 # Drops a tensor's reference now, as its finalizer would (which then finds nothing to drop).
 # `finalize(t)` would do the same, but it searches every registered finalizer: O(live objects).
 drop_reference(t::DLBridge.Tensor) = DLBridge.release_handle!(t)
 
-# The `order` of `DLBridge.wrap` for argument `i`: bit `i - 1` of `permuted` asks for the
-# tensor's own dimension order (a PermutedDimsArray), else dims are reversed (an Array).
-order(permuted::UInt64, i) = (permuted >> (i - 1)) & 1 == 1 ? :permuted : :reversed
+# A tensor as the function sees it. Plain arguments always have their dimensions reversed
+# (`x[k, j, i] == T[i, j, k]`, `size(x) == reverse(size(T))`): an `Array` for row-major data, a
+# `PermutedDimsArray` over DLBridge's column-major `Array` for column-major data, a
+# `StridedView` for other strides. `permuted` arguments have the tensor's own order.
+function argument(t::DLBridge.Tensor, permuted::Bool)
+    permuted && return lend!(DLBridge.wrap(t; order = :permuted))
+    x = DLBridge.wrap(t)
+    if t.layout isa DLBridge.ColumnMajor && ndims(x) > 1
+        x = PermutedDimsArray(x, ntuple(i -> ndims(x) + 1 - i, ndims(x)))
+    end
+    return lend!(x)
+end
 
 # Owns the managed tensors of a call's arguments: bit `i - 1` of `mask` marks `args[i]` as a
 # `Ptr{Cvoid}` to a DLManagedTensorVersioned whose ownership passes to DLBridge here. Every
@@ -46,7 +141,7 @@ function import_arguments(mask::UInt64, permuted::UInt64, args::Vector{Any})
         for i in eachindex(args)
             tensors[i] === nothing && continue
             try
-                converted[i] = DLBridge.wrap(tensors[i]; order = order(permuted, i))
+                converted[i] = argument(tensors[i], (permuted >> (i - 1)) & 1 == 1)
             catch e
                 failure = e
                 break
@@ -62,27 +157,32 @@ end
 
 # A result for the host: arrays as exported managed tensors (`Ptr{Cvoid}`, owned by the host),
 # numbers, strings and `nothing` as they are, tuples as `Results`, anything else `Unconvertible`.
-function to_host(x::AbstractArray)
-    t = DLBridge.share(x)
+# `order` is the arrays' orientation: `:reversed` (a Julia m×n array is an n×m tensor, the
+# inverse of how plain arguments arrive) or `:same` (for calls on `permuted` arguments).
+function to_host(x::AbstractArray, order::Symbol = :reversed)
+    forbid_resize!(x)
+    t = DLBridge.share(x; order = order)
     p = DLBridge.export_tensor(t)
     drop_reference(t)  # the export alone keeps `x` alive now
     return Ptr{Cvoid}(p)
 end
-to_host(x::Union{Float64,Int64,Bool,String,Nothing}) = x
-to_host(x::Union{Float16,Float32}) = Float64(x)
-to_host(x::Union{Int8,Int16,Int32,UInt8,UInt16,UInt32}) = Int64(x)
-to_host(x::AbstractString) = String(x)
-function to_host(x::Tuple)
+to_host(x::Union{Float64,Int64,UInt64,Bool,String,Nothing}, _ = :reversed) = x
+to_host(x::Union{Float16,Float32}, _ = :reversed) = Float64(x)
+to_host(x::Union{Int8,Int16,Int32,UInt8,UInt16,UInt32}, _ = :reversed) = Int64(x)
+to_host(x::Complex{<:Union{Float16,Float32,Float64}}, _ = :reversed) =
+    ComplexResult(real(x), imag(x))
+to_host(x::AbstractString, _ = :reversed) = String(x)
+function to_host(x::Tuple, order::Symbol = :reversed)
     values = Any[]
     try
-        foreach(v -> push!(values, to_host(v)), x)
+        foreach(v -> push!(values, to_host(v, order)), x)
     catch
         release_exports(values)
         rethrow()
     end
     return Results(values)
 end
-to_host(x) = Unconvertible(summary(x))
+to_host(x, _ = :reversed) = Unconvertible(summary(x))
 
 # Releases the managed tensors among `values` (a tuple result that failed half-way).
 function release_exports(values)
@@ -92,32 +192,48 @@ function release_exports(values)
     end
 end
 
+# Calls `name` with the arguments; results are oriented as the arguments were (`permuted`
+# arguments: `:same`, else `:reversed`). The host never mixes both kinds in one call.
 function call(name::String, mask::UInt64, permuted::UInt64, args...)
-    return apply(name, import_arguments(mask, permuted, Any[args...])...)
+    converted = import_arguments(mask, permuted, Any[args...])
+    result = apply(name, permuted == 0 ? :reversed : :same, converted...)
+    collect_lent()  # after a failure, the next call's collection counts this call's bytes
+    return result
 end
 
 # One tensor argument, the common case: imported and wrapped without the argument vectors.
 function call(name::String, mask::UInt64, permuted::UInt64, p::Ptr{Cvoid})
-    mask == 1 || return apply(name, import_arguments(mask, permuted, Any[p])...)
+    mask == 1 ||
+        return invoke(call, Tuple{String,UInt64,UInt64,Vararg{Any}}, name, mask, permuted, p)
     t = DLBridge.import_tensor(Ptr{DLBridge.DLManagedTensorVersioned}(p))
     x = try
-        permuted == 0 ? DLBridge.wrap(t) : DLBridge.wrap(t; order = :permuted)
+        argument(t, permuted != 0)
     finally
         drop_reference(t)  # the array holds its own reference (or, after a failure, nothing does)
     end
-    return apply(name, x)
+    result = apply(name, permuted == 0 ? :reversed : :same, x)
+    collect_lent()
+    return result
 end
 
-# Calls the function `name` with the converted arguments; its result for the host.
-function apply(name::String, args...)
-    f = get(FUNCTIONS, name, nothing)
-    f === nothing || return to_host(f(args...))
-    # A function defined just now is newer than this call's world.
-    f = FUNCTIONS[name] = Core.eval(Main, Meta.parse(name))
-    return to_host(Base.invokelatest(f, args...))
+# Calls the function `name` with the converted arguments; its result for the host. Each call
+# from the host starts in the newest world, so only a function evaluated by this very call's
+# lookup needs `invokelatest`.
+function apply(name::String, order::Symbol, args...)
+    f, fresh = resolve(name)
+    return to_host(fresh ? Base.invokelatest(f, args...) : f(args...), order)
 end
 
-eval_code(code::String) = to_host(include_string(Main, code, "dlbridge-julia"))
+# Evaluates `code` like a file of top-level expressions; an exception is thrown as itself, not
+# wrapped in the `LoadError` that `include_string` adds.
+function eval_code(code::String)
+    value = try
+        include_string(Main, code, "dlbridge-julia")
+    catch e
+        e isa LoadError ? throw(e.error) : rethrow()
+    end
+    return to_host(value)
+end
 
 # The text of an exception as Julia's REPL shows it (without the stack trace).
 message(e) = sprint(showerror, e)

@@ -16,6 +16,22 @@ pub enum Error {
         /// The calling thread (its name, or its id).
         caller: String,
     },
+    /// This process is a child forked after Julia started: Julia does not survive a fork.
+    #[error(
+        "Julia was started in process {parent}, and this process is a fork of it: Julia cannot be \
+         used after a fork (start child processes with multiprocessing's 'spawn' or \
+         'forkserver' method, or before Julia starts)"
+    )]
+    Forked {
+        /// The process that started Julia.
+        parent: u32,
+    },
+    /// Julia's exit hooks have run ([`crate::Julia::run_exit_hooks`]): it cannot be used again.
+    #[error("Julia has exited in this process (its exit hooks have run)")]
+    Exited,
+    /// Julia code called `exit(code)`: the host decides how to exit (Julia's hooks have not run).
+    #[error("Julia called exit({0})")]
+    Exit(i32),
     /// Julia could not be started (or an earlier start failed: it is started at most once).
     #[error("cannot start Julia: {0}")]
     Start(String),
@@ -27,6 +43,9 @@ pub enum Error {
         /// `sprint(showerror, e)`.
         message: String,
     },
+    /// A call's arguments cannot be taken (too many, or permuted and plain tensors mixed).
+    #[error("invalid arguments: {0}")]
+    Argument(String),
     /// A string handed to Julia holds a NUL byte, or the GC stack ran out (jlrs errors).
     #[error("embedding error: {0}")]
     Embedding(String),

@@ -27,7 +27,10 @@
 
 mod call;
 mod error;
+mod fork;
+mod package;
 mod runtime;
+mod signals;
 
 pub use call::{Argument, Output, MAX_ARGUMENTS};
 pub use error::{Error, Result};

@@ -7,9 +7,12 @@ use std::path::PathBuf;
 use std::sync::Mutex;
 use std::thread::{self, ThreadId};
 
-use jlrs::prelude::{Module, Value};
+use jlrs::prelude::Value;
 
 use crate::error::{thread_label, Error, Result};
+use crate::fork;
+use crate::package::{self, Package};
+use crate::signals::{HostSignals, InJulia};
 
 /// GC stack slots of the embedded runtime (jlrs frames hold every value a call makes).
 const STACK_SLOTS: usize = 1024;
@@ -17,11 +20,20 @@ const STACK_SLOTS: usize = 1024;
 /// The Julia half of this crate: conversions at the boundary, on top of DLBridge.jl.
 const EMBEDDED_JL: &str = include_str!("embedded.jl");
 
+/// Loads DLBridge.jl (`path`) into `Main`, with `DLBRIDGE_LIB` defaulting to `library`.
+const LOAD_PACKAGE: &str = r#"(path, library) -> withenv(() -> Base.include(Main, path),
+    "DLBRIDGE_LIB" => get(ENV, "DLBRIDGE_LIB", library))"#;
+
 /// Where the runtime stands in this process.
 enum State {
     NotStarted,
-    Running { owner: ThreadId, label: String },
+    Running {
+        owner: ThreadId,
+        label: String,
+        pid: u32,
+    },
     Failed(String),
+    Exited,
 }
 
 static STATE: Mutex<State> = Mutex::new(State::NotStarted);
@@ -35,21 +47,28 @@ thread_local! {
 extern "C" {
     /// libjulia's command-line parser; sets the options `jl_init` reads.
     fn jl_parse_opts(argcp: *mut c_int, argvp: *mut *mut *mut c_char);
+    /// Runs Julia's `atexit` hooks and finalizers, as `exit` does.
+    fn jl_atexit_hook(status: c_int);
 }
 
 /// The embedded Julia of this process, usable on the thread that started it.
 ///
 /// [`Julia::start`] starts it on first use (about 0.2 s, plus loading DLBridge.jl) and hands out
 /// further handles on the same thread; the handle is neither `Send` nor `Sync`, and a start from
-/// any other thread returns [`Error::WrongThread`]. Julia is started with
-/// `--handle-signals=no`, and SIGINT and SIGTERM stay unblocked for the host, so Ctrl-C keeps
-/// working in the host; the host's stdin, stdout and stderr keep their blocking mode (Julia's
-/// start would leave pipes non-blocking).
+/// any other thread returns [`Error::WrongThread`], and so does every call in a forked child
+/// ([`Error::Forked`]). Julia runs one thread (`--threads=1`, whatever `JULIA_NUM_THREADS`
+/// says). Julia's own signal handlers are installed for its start, then every signal's action
+/// and the signal mask are put back as the host had them, except SIGSEGV, which Julia's
+/// handler takes while Julia code runs (a stack overflow is a `StackOverflowError`) and the
+/// host's handler otherwise, and SIGUSR2, which Julia keeps; so Ctrl-C keeps working in the
+/// host. The host's stdin, stdout and stderr keep their blocking mode (Julia's start would
+/// leave pipes non-blocking).
 ///
 /// Which Julia: `DLBRIDGE_JULIA_BINDIR` (the folder of the `julia` binary) and
 /// `DLBRIDGE_JULIA_IMAGE` (its `sys.so`), defaulting to the Julia this crate was built against;
-/// which DLBridge.jl: `DLBRIDGE_JULIA_PACKAGE` (the package folder), defaulting to the one beside
-/// this crate; DLBridge.jl itself finds libdlbridge through `DLBRIDGE_LIB`.
+/// which DLBridge.jl: `DLBRIDGE_JULIA_PACKAGE` (the package folder), defaulting to the copy of
+/// `bindings/julia/DLBridge` compiled into this crate (so a built artefact does not need its
+/// checkout); libdlbridge: `DLBRIDGE_LIB`, defaulting to this checkout's `target/release`.
 pub struct Julia {
     _not_send: PhantomData<*mut jlrs::Julia>,
 }
@@ -65,18 +84,24 @@ impl Julia {
         let mut state = STATE.lock().unwrap_or_else(|e| e.into_inner());
         let current = thread::current();
         match &*state {
+            State::Running { pid, .. } if *pid != std::process::id() => {
+                Err(Error::Forked { parent: *pid })
+            }
             State::Running { owner, .. } if *owner == current.id() => Ok(Julia::handle()),
             State::Running { label, .. } => Err(Error::WrongThread {
                 owner: label.clone(),
                 caller: thread_label(current.name(), current.id()),
             }),
             State::Failed(message) => Err(Error::Start(message.clone())),
+            State::Exited => Err(Error::Exited),
             State::NotStarted => match start_runtime() {
                 Ok(runtime) => {
                     RUNTIME.with(|cell| cell.set(runtime));
+                    fork::install();
                     *state = State::Running {
                         owner: current.id(),
                         label: thread_label(current.name(), current.id()),
+                        pid: std::process::id(),
                     };
                     Ok(Julia::handle())
                 }
@@ -95,13 +120,41 @@ impl Julia {
     }
 
     /// Runs `f` with the runtime of this thread (a `Julia` handle exists only on the thread
-    /// that started it).
-    pub(crate) fn with_runtime<T>(&self, f: impl FnOnce(&mut jlrs::Julia) -> T) -> T {
+    /// that started it), unless the process is a forked child or Julia has exited.
+    pub(crate) fn with_runtime<T>(&self, f: impl FnOnce(&mut jlrs::Julia) -> T) -> Result<T> {
+        match &*STATE.lock().unwrap_or_else(|e| e.into_inner()) {
+            State::Running { pid, .. } if *pid != std::process::id() => {
+                return Err(Error::Forked { parent: *pid })
+            }
+            State::Running { .. } => {}
+            _ => return Err(Error::Exited),
+        }
         let runtime = RUNTIME.with(Cell::get);
+        let _running = InJulia::enter();
         // SAFETY: handles are made only on the thread whose RUNTIME holds the leaked, never freed
         // runtime, and they are !Send; `f` cannot reach another handle's `with_runtime` (calls
         // into Julia do not hand control back to Rust code), so this is the only live reference.
-        f(unsafe { &mut *runtime })
+        Ok(f(unsafe { &mut *runtime }))
+    }
+
+    /// Runs Julia's exit hooks (`atexit` functions, then every pending finalizer, which
+    /// flushes and closes open files), as a Julia process does when it exits, if Julia runs on
+    /// this thread of this process; returns whether it did. Julia cannot be used afterwards
+    /// ([`Error::Exited`]). Meant for the host's own exit: it does nothing where Julia has not
+    /// started, in a forked child, on another thread or a second time.
+    pub fn run_exit_hooks() -> bool {
+        let mut state = STATE.lock().unwrap_or_else(|e| e.into_inner());
+        match &*state {
+            State::Running { owner, pid, .. }
+                if *pid == std::process::id() && *owner == thread::current().id() => {}
+            _ => return false,
+        }
+        let _running = InJulia::enter();
+        // SAFETY: on Julia's thread of the process that started it, with Julia running; the
+        // state becomes Exited below, so Julia is never entered again.
+        unsafe { jl_atexit_hook(0) };
+        *state = State::Exited;
+        true
     }
 }
 
@@ -117,37 +170,31 @@ fn start_runtime() -> std::result::Result<*mut jlrs::Julia, String> {
         env!("DLBRIDGE_JULIA_DEFAULT_BINDIR"),
     );
     let image = configured_path("DLBRIDGE_JULIA_IMAGE", env!("DLBRIDGE_JULIA_DEFAULT_IMAGE"));
-    let package = configured_path(
-        "DLBRIDGE_JULIA_PACKAGE",
-        concat!(env!("CARGO_MANIFEST_DIR"), "/../DLBridge"),
-    );
-    let source = package.join("src").join("DLBridge.jl");
-    if !source.is_file() {
-        return Err(format!(
-            "no DLBridge.jl at {} (set DLBRIDGE_JULIA_PACKAGE)",
-            source.display()
-        ));
-    }
+    let package = Package::locate()?;
     promote_libjulia();
-    disable_signal_handlers();
+    set_options();
+    let signals = HostSignals::save();
     let stdio = StdioModes::save();
     // SAFETY: jlrs's init runs once per process (STATE is NotStarted and locked); the paths are
     // checked by jlrs before jl_init.
-    let mut runtime = unsafe { jlrs::Julia::init_with_image(STACK_SLOTS, bindir.clone(), image) }
+    let runtime = unsafe { jlrs::Julia::init_with_image(STACK_SLOTS, bindir.clone(), image) }
         .map_err(|e| {
-        format!(
-            "{e} (Julia from {}; set DLBRIDGE_JULIA_BINDIR)",
-            bindir.display()
-        )
-    })?;
-    unblock_host_signals();
+            format!(
+                "{e} (Julia from {}; set DLBRIDGE_JULIA_BINDIR)",
+                bindir.display()
+            )
+        });
+    signals.restore();
+    let mut runtime = runtime?;
     stdio.restore();
-    let source = source.to_string_lossy().into_owned();
+    let source = package.main().to_string_lossy().into_owned();
+    let _running = InJulia::enter();
     let loaded = runtime.dynamic_frame(|global, frame| {
         let path = Value::new(frame, source.as_str())?;
-        let include = Module::base(global).function("include")?;
-        let main = Module::main(global).as_value();
-        if let Err(exception) = include.call2(frame, main, path)? {
+        let library = Value::new(frame, package::DEFAULT_LIBRARY)?;
+        let include = Value::eval_string(frame, LOAD_PACKAGE)?
+            .map_err(|_| jlrs::error::JlrsError::Other("cannot compile the loader".into()))?;
+        if let Err(exception) = include.call2(frame, path, library)? {
             let message = crate::call::exception_message(global, frame, exception)?;
             return Ok(Err(format!("cannot load {source}: {message}")));
         }
@@ -178,9 +225,10 @@ fn promote_libjulia() {
     }
 }
 
-/// Passes `--handle-signals=no` to Julia: the host keeps its own SIGINT/SIGSEGV/... handlers.
-fn disable_signal_handlers() {
-    let args: Vec<CString> = ["julia", "--handle-signals=no"]
+/// Julia's options: one thread (Julia's GC needs all its threads to run Julia's own signal
+/// handlers, which the host keeps), and Julia's signal handlers installed, for SIGSEGV.
+fn set_options() {
+    let args: Vec<CString> = ["julia", "--handle-signals=yes", "--threads=1"]
         .iter()
         .map(|a| CString::new(*a).expect("no NUL in a constant"))
         .collect();
@@ -191,19 +239,6 @@ fn disable_signal_handlers() {
     std::mem::forget(argv);
     // SAFETY: argc/argv describe valid, NUL-terminated, leaked strings; called before jl_init.
     unsafe { jl_parse_opts(&mut argc, &mut argv_ptr) };
-}
-
-/// Julia's start blocks SIGINT, SIGTERM and others on its thread; the host wants them back.
-fn unblock_host_signals() {
-    // SAFETY: the set is initialised by sigemptyset before use; pthread_sigmask only changes this
-    // thread's mask.
-    unsafe {
-        let mut set: libc::sigset_t = std::mem::zeroed();
-        libc::sigemptyset(&mut set);
-        libc::sigaddset(&mut set, libc::SIGINT);
-        libc::sigaddset(&mut set, libc::SIGTERM);
-        libc::pthread_sigmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut());
-    }
 }
 
 /// The file status flags of the host's stdin, stdout and stderr. Julia's start opens them as

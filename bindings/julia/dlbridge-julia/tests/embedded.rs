@@ -282,13 +282,89 @@ fn tuple_results_convert(julia: &Julia) {
     }
 }
 
+fn column_major_round_trip_keeps_the_logical_shape(julia: &Julia) {
+    // A column-major 2×3 tensor (strides (1, 2)) holding T[i, j] = 10i + j.
+    let data: Vec<f64> = vec![0.0, 10.0, 1.0, 11.0, 2.0, 12.0];
+    for function in ["identity", "x -> x .* 1"] {
+        let t = Tensor::from_elements(data.clone(), &[2, 3], Some(&[1, 2]), 0).unwrap();
+        let y = tensor(julia.call(function, [t.into()]).unwrap());
+        assert_eq!(y.shape(), [2, 3], "{function}");
+        let v = y.view().to_vec::<f64>().unwrap();
+        assert_eq!(
+            v,
+            [0.0, 1.0, 2.0, 10.0, 11.0, 12.0],
+            "{function}: row-major values"
+        );
+    }
+    let t = Tensor::from_vec((0..6).map(f64::from).collect(), &[2, 3]).unwrap();
+    let y = tensor(julia.call("x -> x .* 1", [Argument::Permuted(t)]).unwrap());
+    assert_eq!(y.shape(), [2, 3], "permuted in, permuted out");
+    let a = Tensor::from_vec(vec![1.0f64], &[1]).unwrap();
+    let b = Tensor::from_vec(vec![1.0f64], &[1]).unwrap();
+    let err = julia
+        .call("(a, b) -> a", [Argument::Permuted(a), Argument::Tensor(b)])
+        .unwrap_err();
+    assert!(matches!(err, Error::Argument(_)), "{err:?}");
+}
+
+fn stack_overflow_is_an_exception(julia: &Julia) {
+    julia
+        .eval("deep(n) = n == 0 ? 0 : 1 + deep(n - 1)")
+        .unwrap();
+    match julia
+        .call("deep", [Argument::Int(100_000_000)])
+        .unwrap_err()
+    {
+        Error::Julia { kind, .. } => assert_eq!(kind, "StackOverflowError"),
+        other => panic!("expected a StackOverflowError, got {other:?}"),
+    }
+    assert!(matches!(
+        julia.call("deep", [Argument::Int(10)]).unwrap(),
+        Output::Int(10)
+    ));
+}
+
+fn wide_values_and_long_tuples_convert(julia: &Julia) {
+    assert!(matches!(
+        julia.eval("typemax(UInt64)").unwrap(),
+        Output::UInt(u64::MAX)
+    ));
+    assert!(matches!(
+        julia.eval("1.5 - 2im").unwrap(),
+        Output::Complex { re, im } if re == 1.5 && im == -2.0
+    ));
+    match julia.eval("Tuple(1:3000)").unwrap() {
+        Output::Tuple(items) => {
+            assert_eq!(items.len(), 3000);
+            assert!(matches!(items[2999], Output::Int(3000)));
+        }
+        other => panic!("expected a tuple, got {other:?}"),
+    }
+    match julia.eval("undefined_here").unwrap_err() {
+        Error::Julia { kind, .. } => assert_eq!(kind, "UndefVarError", "not a LoadError"),
+        other => panic!("expected a Julia error, got {other:?}"),
+    }
+    assert_eq!(julia.eval("exit(3)").unwrap_err(), Error::Exit(3));
+    assert!(matches!(
+        julia.eval("Threads.nthreads()").unwrap(),
+        Output::Int(1)
+    ));
+}
+
+fn names_are_looked_up_on_every_call(julia: &Julia) {
+    julia.eval("picked = sin").unwrap();
+    assert!(matches!(julia.call("picked", [0.0.into()]).unwrap(), Output::Float(x) if x == 0.0));
+    julia.eval("picked = cos").unwrap();
+    assert!(matches!(julia.call("picked", [0.0.into()]).unwrap(), Output::Float(x) if x == 1.0));
+}
+
 /// A named test case.
 type Case = (&'static str, fn(&Julia));
 
 fn main() {
     let julia = Julia::start().expect("Julia starts");
     Julia::start().expect("a second start on the same thread is a handle");
-    let cases: [Case; 10] = [
+    let cases: [Case; 14] = [
         ("scale_in_place_shares_memory", scale_in_place_shares_memory),
         (
             "row_major_arrives_with_reversed_dims",
@@ -320,6 +396,22 @@ fn main() {
             other_threads_get_a_typed_error,
         ),
         ("tuple_results_convert", tuple_results_convert),
+        (
+            "column_major_round_trip_keeps_the_logical_shape",
+            column_major_round_trip_keeps_the_logical_shape,
+        ),
+        (
+            "stack_overflow_is_an_exception",
+            stack_overflow_is_an_exception,
+        ),
+        (
+            "wide_values_and_long_tuples_convert",
+            wide_values_and_long_tuples_convert,
+        ),
+        (
+            "names_are_looked_up_on_every_call",
+            names_are_looked_up_on_every_call,
+        ),
     ];
     for (name, case) in cases {
         case(&julia);

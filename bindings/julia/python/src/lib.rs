@@ -8,18 +8,11 @@ use dlbridge::export::to_versioned;
 use dlbridge::ffi::{DLManagedTensorVersioned, DLPackExchangeAPI};
 use dlbridge::{Flags, ManagedTensor, Tensor};
 use dlbridge_julia::{Argument, Error, Julia, Output};
-use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
+use pyo3::exceptions::{PyRuntimeError, PySystemExit, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
-use pyo3::types::{PyBool, PyCapsule, PyFloat, PyInt, PyString, PyTuple};
-use pyo3::{create_exception, ffi, intern};
-
-create_exception!(
-    _julia,
-    JuliaError,
-    PyRuntimeError,
-    "An exception thrown by Julia; its text is Julia's own message (showerror)."
-);
+use pyo3::types::{PyBool, PyCapsule, PyComplex, PyFloat, PyInt, PyString, PyTuple};
+use pyo3::{ffi, intern};
 
 /// Name of the capsule holding a type's DLPack C exchange API table.
 const EXCHANGE_API: &CStr = c"dlpack_exchange_api";
@@ -127,14 +120,32 @@ fn tensor_api(py: Python<'_>) -> PyResult<TensorApi> {
 }
 
 /// The Julia runtime of this thread, started on first use.
-fn julia() -> PyResult<Julia> {
-    Julia::start().map_err(to_py_err)
+fn julia(py: Python<'_>) -> PyResult<Julia> {
+    Julia::start().map_err(|e| to_py_err(py, e))
 }
 
-fn to_py_err(e: Error) -> PyErr {
+/// `dlbridge.julia.JuliaError` (a Python class, so that it pickles), looked up once.
+fn julia_error_type(py: Python<'_>) -> PyResult<&Bound<'_, PyAny>> {
+    static TYPE: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+    TYPE.get_or_try_init(py, || {
+        Ok::<_, PyErr>(py.import("dlbridge.julia")?.getattr("JuliaError")?.unbind())
+    })
+    .map(|t| t.bind(py))
+}
+
+fn to_py_err(py: Python<'_>, e: Error) -> PyErr {
     match e {
-        Error::Julia { message, .. } => JuliaError::new_err(message),
-        Error::WrongThread { .. } | Error::Start(_) => PyRuntimeError::new_err(e.to_string()),
+        Error::Julia { kind, message } => match julia_error_type(py) {
+            Ok(ty) => match ty.call1((message, kind)) {
+                Ok(error) => PyErr::from_value(error),
+                Err(e) => e,
+            },
+            Err(e) => e,
+        },
+        Error::Exit(code) => PySystemExit::new_err(code),
+        Error::WrongThread { .. } | Error::Start(_) | Error::Forked { .. } | Error::Exited => {
+            PyRuntimeError::new_err(e.to_string())
+        }
         other => PyValueError::new_err(other.to_string()),
     }
 }
@@ -143,6 +154,13 @@ fn to_py_err(e: Error) -> PyErr {
 /// export of it (read-only producers stay flagged read-only).
 fn take_tensor(obj: &Bound<'_, PyAny>) -> PyResult<Tensor> {
     let py = obj.py();
+    if requires_grad(obj)? {
+        // Torch exports a tensor that requires grad through its C exchange API as writable (and
+        // refuses `__dlpack__`); its memory is taken through `detach()` (the same memory) and
+        // flagged read-only, since writes would bypass autograd.
+        let detached = obj.call_method0(intern!(py, "detach"))?;
+        return Ok(take_tensor(&detached)?.with_flags(Flags::READ_ONLY));
+    }
     let api = tensor_api(py)?;
     let imported;
     let t = if obj.get_type().as_ptr().cast() == api.ty {
@@ -163,8 +181,28 @@ fn take_tensor(obj: &Bound<'_, PyAny>) -> PyResult<Tensor> {
     Ok(Tensor::from_managed(managed))
 }
 
-/// A Python argument for Julia: bool, int, float, str, or a DLPack producer or capsule.
+/// Whether `obj` is numpy's boolean scalar (`numpy.bool_`), which is neither a `bool` nor an
+/// integer.
+fn is_numpy_bool(obj: &Bound<'_, PyAny>) -> PyResult<bool> {
+    let ty = obj.get_type();
+    Ok(ty.module()?.to_cow()? == "numpy" && matches!(&*ty.name()?.to_cow()?, "bool" | "bool_"))
+}
+
+/// Whether `obj` is a torch tensor that requires grad (other types are not asked).
+fn requires_grad(obj: &Bound<'_, PyAny>) -> PyResult<bool> {
+    if !obj.get_type().module()?.to_cow()?.starts_with("torch") {
+        return Ok(false);
+    }
+    match obj.getattr_opt(intern!(obj.py(), "requires_grad"))? {
+        Some(flag) => flag.is_truthy(),
+        None => Ok(false),
+    }
+}
+
+/// A Python argument for Julia: bool, int, float, str (numpy's scalars too), or a DLPack
+/// producer or capsule.
 fn to_argument(obj: &Bound<'_, PyAny>) -> PyResult<Argument<'static>> {
+    let py = obj.py();
     if obj.is_instance_of::<PyBool>() {
         return Ok(Argument::Bool(obj.extract()?));
     }
@@ -177,11 +215,11 @@ fn to_argument(obj: &Bound<'_, PyAny>) -> PyResult<Argument<'static>> {
     if obj.is_instance_of::<PyString>() {
         return Ok(Argument::from(obj.extract::<String>()?));
     }
-    if obj.is_instance_of::<PyCapsule>() || obj.hasattr(intern!(obj.py(), "__dlpack__"))? {
+    if obj.is_instance_of::<PyCapsule>() || obj.hasattr(intern!(py, "__dlpack__"))? {
         return Ok(Argument::Tensor(take_tensor(obj)?));
     }
     if let Ok(marked) = obj.cast::<Permuted>() {
-        let tensor = marked.get().tensor.bind(obj.py());
+        let tensor = marked.get().tensor.bind(py);
         return match to_argument(tensor)? {
             Argument::Tensor(t) => Ok(Argument::Permuted(t)),
             _ => Err(PyTypeError::new_err(format!(
@@ -190,9 +228,23 @@ fn to_argument(obj: &Bound<'_, PyAny>) -> PyResult<Argument<'static>> {
             ))),
         };
     }
+    // Numpy's scalars (numpy.int64, numpy.float32, numpy.bool_, ...) are not Python's.
+    if is_numpy_bool(obj)? {
+        return Ok(Argument::Bool(obj.is_truthy()?));
+    }
+    if obj.hasattr(intern!(py, "__index__"))? {
+        return Ok(Argument::Int(
+            obj.call_method0(intern!(py, "__index__"))?.extract()?,
+        ));
+    }
+    if obj.hasattr(intern!(py, "__float__"))? {
+        return Ok(Argument::Float(
+            obj.call_method0(intern!(py, "__float__"))?.extract()?,
+        ));
+    }
     Err(PyTypeError::new_err(format!(
         "cannot pass a {} to Julia: expected a DLPack tensor (an object with __dlpack__ \
-         or a DLPack capsule), bool, int, float or str",
+         or a DLPack capsule), bool, int, float or str (or a numpy scalar)",
         obj.get_type().name()?
     )))
 }
@@ -214,6 +266,8 @@ fn to_py(py: Python<'_>, output: Output) -> PyResult<Py<PyAny>> {
         }
         Output::Float(x) => x.into_pyobject(py)?.into_any().unbind(),
         Output::Int(x) => x.into_pyobject(py)?.into_any().unbind(),
+        Output::UInt(x) => x.into_pyobject(py)?.into_any().unbind(),
+        Output::Complex { re, im } => PyComplex::from_doubles(py, re, im).into_any().unbind(),
         Output::Bool(x) => PyBool::new(py, x).to_owned().into_any().unbind(),
         Output::String(s) => PyString::new(py, &s).into_any().unbind(),
         Output::Nothing => py.None(),
@@ -234,10 +288,13 @@ fn to_py(py: Python<'_>, output: Output) -> PyResult<Py<PyAny>> {
 /// Evaluates `code` (any number of top-level Julia expressions) in Julia's `Main` and returns
 /// the value of the last one: arrays as `dlbridge.Tensor` (zero-copy), numbers, strings, `None`
 /// for `nothing`, tuples, and a `JuliaValue` for anything else. Julia starts on the first call,
-/// on the calling thread, and can be used only from that thread.
+/// on the calling thread, and can be used only from that thread; other Python threads run
+/// while Julia does (the GIL is released).
 #[pyfunction]
 fn eval(py: Python<'_>, code: &str) -> PyResult<Py<PyAny>> {
-    let output = julia()?.eval(code).map_err(to_py_err)?;
+    let output = py
+        .detach(|| Julia::start().and_then(|julia| julia.eval(code)))
+        .map_err(|e| to_py_err(py, e))?;
     to_py(py, output)
 }
 
@@ -246,18 +303,31 @@ fn eval(py: Python<'_>, code: &str) -> PyResult<Py<PyAny>> {
 ///
 /// Calls the Julia function named `function` (such as "scale!" or "Base.sum") with `args`:
 /// DLPack tensors (numpy, torch, jax, dlbridge, ...) arrive as Julia arrays over the same memory
-/// (dimensions reversed for row-major data, or in their own order through `permuted(x)`;
-/// read-only tensors are refused), bool, int, float and str as Julia's Bool, Int64, Float64 and
-/// String. Returns what `eval` returns.
+/// (dimensions reversed whatever the memory layout, or in their own order through
+/// `permuted(x)`; read-only tensors are refused), bool, int, float and str (and numpy's scalars)
+/// as Julia's Bool, Int64, Float64 and String. Array results come back oriented as the tensor
+/// arguments were (reversed, or as is for `permuted` ones). Returns what `eval` returns.
 #[pyfunction(signature = (function, /, *args))]
 fn call(py: Python<'_>, function: &str, args: &Bound<'_, PyTuple>) -> PyResult<Py<PyAny>> {
-    let julia = julia()?;
+    julia(py)?;
     let converted = args
         .iter()
         .map(|a| to_argument(&a))
         .collect::<PyResult<Vec<_>>>()?;
-    let output = julia.call(function, converted).map_err(to_py_err)?;
+    let output = py
+        .detach(|| Julia::start().and_then(|julia| julia.call(function, converted)))
+        .map_err(|e| to_py_err(py, e))?;
     to_py(py, output)
+}
+
+/// _run_exit_hooks()
+/// --
+///
+/// Runs Julia's exit hooks (its `atexit` functions, then its finalizers) if Julia runs on this
+/// thread of this process; registered with `atexit` by `dlbridge.julia`.
+#[pyfunction]
+fn _run_exit_hooks(py: Python<'_>) -> bool {
+    py.detach(Julia::run_exit_hooks)
 }
 
 /// The `dlbridge.julia._julia` extension module.
@@ -266,12 +336,12 @@ fn _julia(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(eval, m)?)?;
     m.add_function(wrap_pyfunction!(call, m)?)?;
     m.add_function(wrap_pyfunction!(permuted, m)?)?;
+    m.add_function(wrap_pyfunction!(_run_exit_hooks, m)?)?;
     m.add_class::<JuliaValue>()?;
     m.add_class::<Permuted>()?;
     // Immutable, so that no Python code can give them a `__new__` that makes instances without a
     // value (dropping a zero-filled `Permuted` would crash).
     dlbridge_pyo3::make_immutable(&m.py().get_type::<JuliaValue>())?;
     dlbridge_pyo3::make_immutable(&m.py().get_type::<Permuted>())?;
-    m.add("JuliaError", m.py().get_type::<JuliaError>())?;
     Ok(())
 }

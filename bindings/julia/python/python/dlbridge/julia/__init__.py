@@ -15,11 +15,31 @@ True
 ((3, 2), (2, 3))
 
 Julia starts on the first `eval` or `call`, on the calling thread, and is used from that thread
-only (another thread gets a RuntimeError). Julia's exceptions raise `JuliaError` with Julia's
-message. Julia does not take over the process's signals: Ctrl-C raises KeyboardInterrupt as
-usual (once the running Julia call has returned).
+only (another thread, or a forked child process, gets a RuntimeError). Julia's exceptions raise
+`JuliaError` with Julia's message and type; a stack overflow is a `JuliaError` too. The host
+keeps its signals: Ctrl-C raises KeyboardInterrupt as usual (once the running Julia call has
+returned). Julia's exit hooks run when Python exits, and `exit(n)` in Julia raises SystemExit.
 """
 
-from ._julia import JuliaError, JuliaValue, Permuted, call, eval, permuted
+import atexit as _atexit
+
+
+class JuliaError(RuntimeError):
+    """An exception thrown by Julia: the text is Julia's own message (``showerror``) and
+    ``kind`` the exception's Julia type, such as ``"DomainError"`` or ``"StackOverflowError"``.
+    Picklable."""
+
+    def __init__(self, message: str, kind: str = "") -> None:
+        super().__init__(message)
+        self.kind = kind
+
+    def __reduce__(self):
+        return (type(self), (str(self), self.kind))
+
+
+from ._julia import JuliaValue, Permuted, _run_exit_hooks, call, eval, permuted  # noqa: E402
+
+# Julia's exit hooks (its atexit functions and finalizers) run when Python exits.
+_atexit.register(_run_exit_hooks)
 
 __all__ = ["JuliaError", "JuliaValue", "Permuted", "call", "eval", "permuted"]

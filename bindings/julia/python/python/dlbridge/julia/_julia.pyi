@@ -2,9 +2,6 @@
 
 from typing import Any, final
 
-class JuliaError(RuntimeError):
-    """An exception thrown by Julia; its text is Julia's own message (showerror)."""
-
 @final
 class JuliaValue:
     """A Julia value that has no Python counterpart, by its summary."""
@@ -26,3 +23,6 @@ def eval(code: str) -> Any:
 
 def call(function: str, /, *args: Any) -> Any:
     """Calls the Julia function named `function` with the converted arguments."""
+
+def _run_exit_hooks() -> bool:
+    """Runs Julia's exit hooks if Julia runs on this thread of this process."""
