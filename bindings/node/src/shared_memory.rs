@@ -87,7 +87,7 @@ pub fn to_shared(env: &Env, tensor: Unknown<'_>) -> napi::Result<String> {
         if let Some(memory) = tensor.shared().js_memory() {
             memory.check_alive(scope)?;
         }
-        Ok(shm::export(&tensor.shared().view())?.handoff())
+        Ok(shm::export(&tensor.shared().view())?.handoff()?)
     };
     shared().or_throw(env)
 }
