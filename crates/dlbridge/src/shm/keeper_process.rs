@@ -368,17 +368,29 @@ fn unmap_inherited(keep_start: usize, keep_end: usize, thread: usize) {
         let Some(m) = parse(line) else {
             continue;
         };
-        let own = m.start < keep_end && keep_start < m.end
-            || m.start < buffer + MAPS_LEN && buffer < m.end
-            || (m.start..m.end).contains(&thread);
         let file =
             m.path.first() == Some(&b'/') && (m.path == code_file || m.path == c_library_file);
         let special = m.path.starts_with(b"[vdso")
             || m.path.starts_with(b"[vvar")
             || m.path.starts_with(b"[vsyscall");
-        if !(own || file || special) {
-            // SAFETY: unmaps a range this process inherited and no longer uses.
-            unsafe { syscall(libc::SYS_munmap, [m.start, m.end - m.start, 0, 0, 0, 0]) };
+        if file || special || (m.start..m.end).contains(&thread) {
+            continue;
+        }
+        // The kernel may have merged the stack or the buffer into a neighbouring mapping with
+        // the same flags: unmap everything of the line but them.
+        let (low, high) = if keep_start < buffer {
+            ((keep_start, keep_end), (buffer, buffer + MAPS_LEN))
+        } else {
+            ((buffer, buffer + MAPS_LEN), (keep_start, keep_end))
+        };
+        let mut from = m.start;
+        for (hole_start, hole_end) in [low, high, (m.end, m.end)] {
+            let to = hole_start.clamp(from, m.end);
+            if to > from {
+                // SAFETY: unmaps a range this process inherited and no longer uses.
+                unsafe { syscall(libc::SYS_munmap, [from, to - from, 0, 0, 0, 0]) };
+            }
+            from = from.max(hole_end.min(m.end));
         }
     }
     // SAFETY: the buffer is no longer used.
