@@ -228,7 +228,7 @@ fn detach(control: i32) {
     // NUL-terminated path passed to it.
     unsafe {
         syscall(libc::SYS_setsid, [0; 6]);
-        syscall(libc::SYS_chdir, [b"/\0".as_ptr() as usize, 0, 0, 0, 0, 0]);
+        syscall(libc::SYS_chdir, [c"/".as_ptr() as usize, 0, 0, 0, 0, 0]);
         let default = [0u64; 4];
         let ignore = [libc::SIG_IGN as u64, 0, 0, 0];
         for signal in 1..=64usize {
@@ -315,7 +315,7 @@ fn unmap_inherited(keep_start: usize, keep_end: usize, thread: usize) {
         exit(1);
     }
     let buffer = buffer as usize;
-    let path = b"/proc/self/maps\0";
+    let path = c"/proc/self/maps";
     // SAFETY: a NUL-terminated path; no other pointers.
     let fd = unsafe {
         syscall(
