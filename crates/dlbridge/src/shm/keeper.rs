@@ -195,10 +195,24 @@ fn fork_keeper(_control: OwnedFd, _theirs: OwnedFd) -> std::io::Result<Keeper> {
 /// Forks the keeper with `theirs` as its end of the control socket and reads its greeting.
 #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
 fn fork_keeper(control: OwnedFd, theirs: OwnedFd) -> std::io::Result<Keeper> {
+    // Every signal stays blocked across the fork: the host's handlers must never run in the
+    // child (the keeper resets them, then unblocks).
+    // SAFETY: sigfillset fills a local set; pthread_sigmask swaps this thread's mask with it.
+    let saved = unsafe {
+        let mut all: libc::sigset_t = std::mem::zeroed();
+        let mut saved: libc::sigset_t = std::mem::zeroed();
+        libc::sigfillset(&mut all);
+        libc::pthread_sigmask(libc::SIG_SETMASK, &all, &mut saved);
+        saved
+    };
     // A fork without an exit signal (no SIGCHLD reaches the host); its child, the keeper, is
     // adopted by the system when this intermediate process exits at once.
     // SAFETY: clone with only an exit-signal of 0 is a fork; no pointers.
     let child = unsafe { libc::syscall(libc::SYS_clone, 0usize, 0usize, 0usize, 0usize, 0usize) };
+    if child != 0 {
+        // SAFETY: restores the mask saved above.
+        unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, &saved, std::ptr::null_mut()) };
+    }
     if child == 0 {
         // SAFETY: in the child of the fork above; `theirs` is the keeper's end.
         unsafe { keeper_process::start(theirs.as_raw_fd()) }
