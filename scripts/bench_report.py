@@ -1,6 +1,6 @@
-"""Writes the core benchmark section of docs/benchmarks.md from criterion's results, with a plot.
+"""Writes the core benchmark sections of docs/benchmarks.md from criterion's results, with a plot.
 
-Usage: bench_report.py core
+Usage: bench_report.py core|shm
 
 Each section of docs/benchmarks.md lives between `<!-- begin NAME -->` and `<!-- end NAME -->`
 markers, so every benchmark script rewrites only its own.
@@ -111,5 +111,25 @@ def core() -> None:
     fig.savefig(img / "core-copy.png", dpi=110)
 
 
+def shm() -> None:
+    names = ["empty_4KiB", "export_open_4KiB", "export_handoff_open_4KiB"]
+    us = {name: estimate_ns("shm", name) / 1e3 for name in names}
+    handoff = us["export_handoff_open_4KiB"] - us["export_open_4KiB"]
+    lines = [
+        "## Shared-memory hand-overs",
+        "",
+        f"`./just bench` (the core's `shm` group) on {platform.machine()} ({platform.system()}),",
+        "criterion medians, 4 KiB of data.",
+        "",
+        "| operation | time (µs) |",
+        "|---|---|",
+        f"| `shm::empty` and drop | {us['empty_4KiB']:.1f} |",
+        f"| `shm::export`, `open` by the creator's handle, drop | {us['export_open_4KiB']:.1f} |",
+        f"| `shm::export`, `handoff`, `open` taking the hand-over, drop | {us['export_handoff_open_4KiB']:.1f} |",
+        f"| the hand-over itself (the difference of the two rows above) | {handoff:.1f} |",
+    ]
+    replace_section("shm", "\n".join(lines))
+
+
 if __name__ == "__main__":
-    {"core": core}[sys.argv[1]]()
+    {"core": core, "shm": shm}[sys.argv[1]]()

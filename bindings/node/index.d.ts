@@ -437,18 +437,22 @@ export declare function emptyShared<D extends DType = 'float32'>(
  * Copies a tensor (any layout) once, in row-major order, into a new shared-memory segment and
  * returns its handle. The opener's tensor reports {@link Tensor.copied}. This side keeps no
  * reference: the segment is handed over to the next {@link fromShared} of the handle, so the
- * caller may send the handle and exit: a keeper process holds the segment until then, for at
- * most `DLBRIDGE_SHM_HANDOFF_SECONDS` (default 600).
+ * caller may send the handle and exit: this process's keeper holds the segment until then, for
+ * at most `DLBRIDGE_SHM_HANDOFF_SECONDS` (default 600). The handle opens once.
  * @throws {TypeError} not a Tensor, or a detached source buffer
- * @throws {Error} not on the CPU (`ERR_DLBRIDGE_NOT_ON_CPU`), or `ERR_DLBRIDGE_SHM_IO`
+ * @throws {Error} not on the CPU (`ERR_DLBRIDGE_NOT_ON_CPU`), or `ERR_DLBRIDGE_SHM_IO` (also when
+ *   no keeper can hold the hand-over)
+ * @throws {RangeError} a size the system cannot back (`ERR_DLBRIDGE_ALLOCATION_FAILED`)
  */
 export declare function toShared(tensor: Tensor<string>): string;
 
 /**
- * Maps a shared-memory segment by handle, without copying. Read-only unless `writable: true`.
- * @throws {Error} `ERR_DLBRIDGE_SHM_NOT_FOUND` (no such segment, or already released by every
- *   side), `ERR_DLBRIDGE_SHM_INVALID` (not a dlbridge segment, truncated, or a corrupt header),
- *   `ERR_DLBRIDGE_SHM_IO` (a failed system call, e.g. permission denied)
+ * Maps a shared-memory segment by handle, without copying. Read-only (over copy-on-write pages:
+ * a write that ignores the flag changes only this process's copy) unless `writable: true`.
+ * @throws {Error} `ERR_DLBRIDGE_SHM_NOT_FOUND` (no such segment, already released by every
+ *   side, or a hand-over already taken), `ERR_DLBRIDGE_SHM_INVALID` (not a dlbridge segment,
+ *   truncated, or a corrupt header), `ERR_DLBRIDGE_SHM_IO` (a failed system call, e.g.
+ *   permission denied or a file lease on the segment; never a wait)
  * @throws {TypeError} a handle that is not a string (`ERR_DLBRIDGE_INVALID_ARGUMENT`) or not a
  *   valid segment name (`ERR_DLBRIDGE_INVALID_SHM_HANDLE`)
  */

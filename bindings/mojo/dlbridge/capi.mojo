@@ -480,7 +480,7 @@ struct CApi(Movable):
 
         Args:
             handle: The segment's handle.
-            writable: Map the data writable; else read-only pages and FLAG_READ_ONLY.
+            writable: Map the data writable; else copy-on-write pages and FLAG_READ_ONLY.
 
         Returns:
             A new handle over the segment (this side's reference).

@@ -87,7 +87,7 @@ pub fn to_shared(env: &Env, tensor: Unknown<'_>) -> napi::Result<String> {
         if let Some(memory) = tensor.js_memory() {
             memory.check_alive(scope)?;
         }
-        Ok(shm::export(&tensor.view())?.handoff())
+        Ok(shm::export(&tensor.view())?.handoff()?)
     };
     shared().or_throw(env)
 }

@@ -4,9 +4,9 @@
 //!
 //! A segment is named by its handle, a plain string any process of the same user can be sent.
 //! Each side holds the segment while it has a tensor over it; the kernel frees it with its last
-//! holder, so nothing is ever left behind. `to_shared` keeps no reference: a keeper process holds
-//! the segment for the next opener, so the exporting process may exit before the consumer opens
-//! the handle.
+//! holder, so nothing is ever left behind. `to_shared` keeps no reference: the process's keeper
+//! holds the segment for the next opener, so the exporting process may exit before the consumer
+//! opens the handle.
 
 use dlbridge::shm::{self, Access};
 use pyo3::prelude::*;
@@ -21,8 +21,8 @@ use crate::tensor::{new_tensor, TensorData, TensorRef};
 /// `(handle, tensor)`. The tensor holds this process's reference to the segment; send the handle
 /// to another process, which maps the same memory with `from_shared(handle)`.
 ///
-/// Raises TypeError / ValueError for a bad shape or dtype (as `empty` does), OSError if the
-/// segment cannot be created.
+/// Raises TypeError / ValueError for a bad shape or dtype and MemoryError for a size the system
+/// cannot back (as `empty` does), OSError if the segment cannot be created.
 #[pyfunction]
 #[pyo3(signature = (shape, dtype = None))]
 pub(crate) fn empty_shared<'py>(
@@ -45,7 +45,8 @@ pub(crate) fn empty_shared<'py>(
 /// DLBRIDGE_SHM_HANDOFF_SECONDS, default 600, if nobody opens it).
 ///
 /// Raises what `from_dlpack` raises, BufferError for a tensor not in CPU memory or with a packed
-/// sub-byte dtype, OSError if the segment cannot be created.
+/// sub-byte dtype, MemoryError for a size the system cannot back, OSError if the segment cannot
+/// be created or no keeper process can hold it.
 #[pyfunction]
 pub(crate) fn to_shared<'py>(x: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyString>> {
     let py = x.py();
@@ -62,16 +63,20 @@ pub(crate) fn to_shared<'py>(x: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyStr
         }
     };
     let shared = shm::export(&tensor.view()).map_err(to_py_err)?;
-    Ok(PyString::new(py, &shared.handoff()))
+    // Handing over waits for the keeper's answer: other threads run meanwhile.
+    let handle = py.detach(|| shared.handoff()).map_err(to_py_err)?;
+    Ok(PyString::new(py, &handle))
 }
 
-/// Maps the shared-memory segment named `handle` without copying. `writable=False` maps the
-/// pages read-only and gives a read-only tensor; `writable=True` gives a tensor whose writes are
-/// seen by every process that maps the segment. The tensor holds this process's reference.
+/// Maps the shared-memory segment named `handle` without copying. `writable=False` gives a
+/// read-only tensor over copy-on-write pages (a consumer that writes anyway changes only its own
+/// copy); `writable=True` gives a tensor whose writes are seen by every process that maps the
+/// segment. The tensor holds this process's reference. A `to_shared` handle opens once.
 ///
 /// Raises FileNotFoundError for a handle with no segment (never created, released by every side,
-/// or its holding process exited), ValueError for a malformed handle or an invalid segment
-/// (naming what is wrong), OSError if mapping fails.
+/// its holding process exited, or its hand-over already taken), ValueError for a malformed handle
+/// or an invalid segment (naming what is wrong), OSError if opening or mapping fails (at once,
+/// never waiting: a segment under another process's file lease is refused).
 #[pyfunction]
 #[pyo3(signature = (handle, *, writable = false))]
 pub(crate) fn from_shared<'py>(
@@ -84,7 +89,11 @@ pub(crate) fn from_shared<'py>(
     } else {
         Access::ReadOnly
     };
-    let tensor = shm::open(&handle, access).map_err(|e| shm_open_error(&handle, e))?;
+    // Opening makes system calls that may wait (briefly, on the keeper): other threads run
+    // meanwhile.
+    let tensor = py
+        .detach(|| shm::open(&handle, access))
+        .map_err(|e| shm_open_error(&handle, e))?;
     new_tensor(py, TensorData::Owned(Box::new(tensor)))
 }
 

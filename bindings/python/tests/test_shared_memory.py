@@ -1,7 +1,9 @@
 """Shared memory (``empty_shared`` / ``to_shared`` / ``from_shared``): values and dtypes
 round-trip, writes are seen through every mapping and by other processes, read-only mappings
-refuse writes, exports to numpy and torch stay zero-copy, errors are typed, a hand-over survives
-its producer, and no process holds a segment once every side let go."""
+refuse writes (and a consumer that writes anyway changes only its own copy), exports to numpy
+and torch stay zero-copy, errors are typed (a file lease or an unbackable size included), a
+hand-over survives its producer, opens exactly once and needs no program, and no process holds
+a segment once every side let go."""
 
 import errno
 import fcntl
@@ -54,10 +56,15 @@ def track():
     assert not left, f"segments still held: {left}"
 
 
-def run_python(code, *args):
+def run_python(code, *args, env=None, cwd=None):
     """Runs ``code`` in a fresh interpreter (a real second process) and returns its stdout."""
     done = subprocess.run(
-        [sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=60
+        [sys.executable, "-c", code, *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+        cwd=cwd,
     )
     assert done.returncode == 0, done.stderr
     return done.stdout.strip()
@@ -448,3 +455,144 @@ def test_shm_sweep_removes_unheld_segments_of_earlier_versions_only():
     finally:
         orphan.unlink(missing_ok=True)
         mine.unlink()
+
+
+def test_a_consumer_that_ignores_read_only_writes_only_its_own_copy(track):
+    pytest.importorskip("torch")
+    h, t = dlbridge.empty_shared((4,), "float32")
+    track(h)
+    # torch does not honour READ_ONLY: it writes into the read-only mapping's pages.
+    out = run_python(
+        "import sys, torch, dlbridge\n"
+        "ro = dlbridge.from_shared(sys.argv[1])\n"
+        "x = torch.from_dlpack(ro)\n"
+        "x.fill_(1)\n"
+        "print(x.tolist(), ro.readonly)\n",
+        h,
+    )
+    assert out == "[1.0, 1.0, 1.0, 1.0] True", "the process survived and sees its own writes"
+    assert t.tolist() == [0.0, 0.0, 0.0, 0.0], "the producer's data is intact"
+    np.from_dlpack(t)[1] = 2.0
+    assert dlbridge.from_shared(h).tolist() == [0.0, 2.0, 0.0, 0.0]
+
+
+LEASE_HOLDER = """
+import fcntl, os, signal, time
+signal.signal(signal.SIGIO, signal.SIG_IGN)
+fd = os.memfd_create("dlbridge-leased", os.MFD_ALLOW_SEALING)
+os.ftruncate(fd, 8192)
+fcntl.fcntl(fd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_SEAL)
+reader = os.open(f"/proc/self/fd/{fd}", os.O_RDONLY)
+os.close(fd)
+fcntl.fcntl(reader, fcntl.F_SETLEASE, fcntl.F_RDLCK)
+print(f"dlbridge-{os.getpid()}-{reader}-{0:016x}", flush=True)
+time.sleep(60)
+"""
+
+LEASED_OPENER = """
+import sys, threading, time, dlbridge
+ticks = 0
+def tick():
+    global ticks
+    while ticks < 1000:
+        ticks += 1
+        time.sleep(0.001)
+threading.Thread(target=tick, daemon=True).start()
+time.sleep(0.05)
+before = ticks
+started = time.monotonic()
+try:
+    dlbridge.from_shared(sys.argv[1])
+except OSError as e:
+    took = time.monotonic() - started
+    time.sleep(0.05)
+    print(type(e).__name__, took < 1.0, ticks > before, "lease" in str(e))
+"""
+
+
+def test_a_leased_segment_gives_a_typed_error_at_once():
+    if not hasattr(fcntl, "F_SETLEASE"):
+        pytest.skip("no file leases on this platform")
+    holder = subprocess.Popen(
+        [sys.executable, "-c", LEASE_HOLDER], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        h = holder.stdout.readline().strip()
+        assert h.startswith("dlbridge-"), h
+        # In a child with a timeout: before the fix, the open waited for the lease to break
+        # (45 s) with the GIL held.
+        out = run_python(LEASED_OPENER, h)
+    finally:
+        holder.kill()
+        holder.wait()
+        holder.stdout.close()
+    assert out == "OSError True True True"
+
+
+RACER = """
+import sys, time, dlbridge
+for line in sys.stdin:
+    handle, at = line.split()
+    while time.time() < float(at):
+        pass
+    try:
+        print("won", dlbridge.from_shared(handle).tolist(), flush=True)
+    except FileNotFoundError:
+        print("lost", flush=True)
+"""
+
+
+def test_racing_consumers_of_one_hand_over_exactly_one_wins(track):
+    racers = [
+        subprocess.Popen(
+            [sys.executable, "-c", RACER], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+        )
+        for _ in range(2)
+    ]
+    try:
+        for trial in range(60):
+            h = track(dlbridge.to_shared(np.arange(3)))
+            at = time.time() + 0.05
+            for r in racers:
+                r.stdin.write(f"{h} {at}\n")
+                r.stdin.flush()
+            results = sorted(r.stdout.readline().strip() for r in racers)
+            assert results == ["lost", "won [0, 1, 2]"], f"trial {trial}: {results}"
+    finally:
+        for r in racers:
+            r.stdin.close()
+            r.wait(timeout=60)
+            r.stdout.close()
+
+
+def test_sizes_the_system_cannot_back_raise_memory_error_like_empty():
+    with pytest.raises(MemoryError):
+        dlbridge.empty((1 << 40,), "uint8")
+    with pytest.raises(MemoryError):
+        dlbridge.empty_shared((1 << 40,), "uint8")
+    huge = np.broadcast_to(np.zeros(1, np.uint8), (1 << 40,))
+    with pytest.raises(MemoryError):
+        dlbridge.to_shared(huge)
+
+
+def test_hand_overs_share_one_keeper_that_runs_no_program(track):
+    handles = [track(dlbridge.to_shared(np.arange(i + 1))) for i in range(50)]
+    keepers = {h.split("-")[1] for h in handles}
+    assert len(keepers) == 1, "one keeper process holds every hand-over of this process"
+    keeper = keepers.pop()
+    assert keeper != str(os.getpid())
+    assert os.readlink(f"/proc/{keeper}/exe") == os.readlink("/proc/self/exe"), "a fork, no exec"
+    for i, h in enumerate(handles):
+        assert dlbridge.from_shared(h).tolist() == list(range(i + 1))
+    gc.collect()
+
+
+@pytest.mark.parametrize("path", ["", "."])
+def test_a_hand_over_needs_no_program_on_path(tmp_path, path):
+    planted = tmp_path / "sleep"
+    planted.write_text(f"#!/bin/sh\ntouch {tmp_path / 'ran'}\n")
+    planted.chmod(0o755)
+    code = "import dlbridge, numpy as np; print(dlbridge.to_shared(np.arange(4)))"
+    h = run_python(code, env={**os.environ, "PATH": path}, cwd=tmp_path)
+    assert dlbridge.from_shared(h).tolist() == [0, 1, 2, 3], "the hand-over outlived its producer"
+    assert not (tmp_path / "ran").exists(), "nothing ran from the current directory"

@@ -653,8 +653,8 @@ int dlb_dtype_name(struct dlb_dtype dtype,
  * segment's handle (NUL-terminated) into `handle` (`handle_len` bytes; DLB_SHM_HANDLE_CAPACITY
  * suffices) and returns a tensor over it. Sharing it later costs no copy.
  *
- * Errors: shape and dtype errors as for dlb_tensor_empty, DLB_ERR_SHM_IO,
- * DLB_ERR_BUFFER_TOO_SMALL. On failure `*out` is NULL and no segment is left behind.
+ * Errors: shape and dtype errors as for dlb_tensor_empty, DLB_ERR_ALLOCATION_FAILED (a size the
+ * system cannot back), DLB_ERR_SHM_IO, DLB_ERR_BUFFER_TOO_SMALL. On failure `*out` is NULL and no segment is left behind.
  *
  * # Safety
  * `shape` is NULL or holds `ndim` values; `handle` is NULL or writable for `handle_len` bytes;
@@ -674,8 +674,9 @@ int dlb_shm_empty(int32_t ndim,
  * segment (this side's reference); if `out` is NULL this side keeps no reference and the
  * segment is reserved for the next opener instead (as dlb_shm_reserve).
  *
- * Errors: DLB_ERR_NOT_ON_CPU, DLB_ERR_UNSUPPORTED_LAYOUT (packed sub-byte), DLB_ERR_SHM_IO,
- * DLB_ERR_BUFFER_TOO_SMALL.
+ * Errors: DLB_ERR_NOT_ON_CPU, DLB_ERR_UNSUPPORTED_LAYOUT (packed sub-byte),
+ * DLB_ERR_ALLOCATION_FAILED (a size the system cannot back), DLB_ERR_SHM_IO (including a
+ * hand-over no keeper process can hold), DLB_ERR_BUFFER_TOO_SMALL.
  *
  * # Safety
  * `t` is NULL or a live handle; `handle` is NULL or writable for `handle_len` bytes; `out` is
@@ -687,8 +688,10 @@ int dlb_shm_export(const struct dlb_tensor *t,
                    struct dlb_tensor **out);
 
 /**
- * Opens the segment named `handle` without copying; `writable` 0 maps the data read-only and
- * flags the tensor DLB_FLAG_READ_ONLY. The segment is validated like any foreign tensor.
+ * Opens the segment named `handle` without copying; `writable` 0 flags the tensor
+ * DLB_FLAG_READ_ONLY and maps its data copy-on-write (a write that ignores the flag changes only
+ * this process's copy). The segment is validated like any foreign tensor. A handed-over
+ * segment opens once; opening never waits (a segment under a file lease is DLB_ERR_SHM_IO).
  *
  * Errors: DLB_ERR_UNKNOWN_NAME (not a handle), DLB_ERR_SHM_NOT_FOUND, DLB_ERR_SHM_INVALID,
  * validation errors, DLB_ERR_SHM_IO. On failure `*out` is NULL.

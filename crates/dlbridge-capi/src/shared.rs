@@ -23,8 +23,8 @@ pub const DLB_SHM_HANDLE_CAPACITY: usize = 256;
 /// segment's handle (NUL-terminated) into `handle` (`handle_len` bytes; DLB_SHM_HANDLE_CAPACITY
 /// suffices) and returns a tensor over it. Sharing it later costs no copy.
 ///
-/// Errors: shape and dtype errors as for dlb_tensor_empty, DLB_ERR_SHM_IO,
-/// DLB_ERR_BUFFER_TOO_SMALL. On failure `*out` is NULL and no segment is left behind.
+/// Errors: shape and dtype errors as for dlb_tensor_empty, DLB_ERR_ALLOCATION_FAILED (a size the
+/// system cannot back), DLB_ERR_SHM_IO, DLB_ERR_BUFFER_TOO_SMALL. On failure `*out` is NULL and no segment is left behind.
 ///
 /// # Safety
 /// `shape` is NULL or holds `ndim` values; `handle` is NULL or writable for `handle_len` bytes;
@@ -57,8 +57,9 @@ pub unsafe extern "C" fn dlb_shm_empty(
 /// segment (this side's reference); if `out` is NULL this side keeps no reference and the
 /// segment is reserved for the next opener instead (as dlb_shm_reserve).
 ///
-/// Errors: DLB_ERR_NOT_ON_CPU, DLB_ERR_UNSUPPORTED_LAYOUT (packed sub-byte), DLB_ERR_SHM_IO,
-/// DLB_ERR_BUFFER_TOO_SMALL.
+/// Errors: DLB_ERR_NOT_ON_CPU, DLB_ERR_UNSUPPORTED_LAYOUT (packed sub-byte),
+/// DLB_ERR_ALLOCATION_FAILED (a size the system cannot back), DLB_ERR_SHM_IO (including a
+/// hand-over no keeper process can hold), DLB_ERR_BUFFER_TOO_SMALL.
 ///
 /// # Safety
 /// `t` is NULL or a live handle; `handle` is NULL or writable for `handle_len` bytes; `out` is
@@ -86,14 +87,16 @@ pub unsafe extern "C" fn dlb_shm_export(
             Some(out) => out.write(dlb_tensor::into_raw(shared.to_tensor())),
             // The hand-over's handle names the keeper that holds the segment from now on.
             // SAFETY: caller's contract (the buffer already held the creator's handle).
-            None => unsafe { write_str(handle, handle_len, "handle", shared.handoff()) }?,
+            None => unsafe { write_str(handle, handle_len, "handle", shared.handoff()?) }?,
         }
         Ok(())
     })
 }
 
-/// Opens the segment named `handle` without copying; `writable` 0 maps the data read-only and
-/// flags the tensor DLB_FLAG_READ_ONLY. The segment is validated like any foreign tensor.
+/// Opens the segment named `handle` without copying; `writable` 0 flags the tensor
+/// DLB_FLAG_READ_ONLY and maps its data copy-on-write (a write that ignores the flag changes only
+/// this process's copy). The segment is validated like any foreign tensor. A handed-over
+/// segment opens once; opening never waits (a segment under a file lease is DLB_ERR_SHM_IO).
 ///
 /// Errors: DLB_ERR_UNKNOWN_NAME (not a handle), DLB_ERR_SHM_NOT_FOUND, DLB_ERR_SHM_INVALID,
 /// validation errors, DLB_ERR_SHM_IO. On failure `*out` is NULL.

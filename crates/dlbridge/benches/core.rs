@@ -1,5 +1,6 @@
-//! Criterion benchmarks of the core: import + validate + drop of a managed tensor, and the copy
-//! kernel on 64 MiB against `memcpy` (ratios are computed by `scripts/bench-report.py`).
+//! Criterion benchmarks of the core: import + validate + drop of a managed tensor, the copy
+//! kernel on 64 MiB against `memcpy` (ratios are computed by `scripts/bench-report.py`), and the
+//! shared-memory transport's allocations, exports and hand-overs.
 #![allow(missing_docs)] // criterion_group!/criterion_main! generate undocumented functions
 
 use std::hint::black_box;
@@ -103,5 +104,35 @@ fn copy(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, import, copy);
+/// Shared memory, 4 KiB of data: a segment allocated and dropped; a tensor exported and opened by
+/// its creator's handle; the same with a hand-over between them (export, `handoff` to this
+/// process's keeper, the consumer's `open` taking it and the keeper letting go). The last two
+/// differ by the hand-over alone.
+fn shm(c: &mut Criterion) {
+    use dlbridge::shm::{self, Access};
+    let mut g = c.benchmark_group("shm");
+    let src = Tensor::zeros(&[1024], DataType::F32, Order::C).unwrap();
+    g.bench_function("empty_4KiB", |b| {
+        b.iter(|| black_box(shm::empty(&[1024], DataType::F32).unwrap().handle().len()))
+    });
+    g.bench_function("export_open_4KiB", |b| {
+        b.iter(|| {
+            let shared = shm::export(&src.view()).unwrap();
+            black_box(
+                shm::open(shared.handle(), Access::ReadOnly)
+                    .unwrap()
+                    .data_ptr(),
+            );
+        })
+    });
+    g.bench_function("export_handoff_open_4KiB", |b| {
+        b.iter(|| {
+            let handle = shm::export(&src.view()).unwrap().handoff().unwrap();
+            black_box(shm::open(&handle, Access::ReadOnly).unwrap().data_ptr());
+        })
+    });
+    g.finish();
+}
+
+criterion_group!(benches, import, copy, shm);
 criterion_main!(benches);

@@ -6,14 +6,15 @@
 //! process — not even one that opens the segment to attack it — can truncate it under another
 //! one's mapping, so a mapped segment never raises SIGBUS. Exporting copies a tensor into a new
 //! segment once ([`export`]); a tensor allocated in a segment from the start ([`empty`]) is shared
-//! with no copy at all. Opening ([`open`]) maps the segment — read-only pages for
+//! with no copy at all. Opening ([`open`]) maps the segment — its data copy-on-write for
 //! [`Access::ReadOnly`] — copies its header once and validates the copy like any foreign tensor;
-//! it never copies data.
+//! it never copies data, and it never waits (a file lease on the segment is an error).
 //!
-//! Handles ([`handle`]) name the creating process and its descriptor: another process of the
-//! same user opens the segment through `/proc/<pid>/fd/<fd>`. Lifetime: the creating process
-//! keeps the descriptor while it has tensors over the segment or a hand-over is pending
-//! ([`SharedTensor::handoff`], [`reserve`]); each opener maps the memory and keeps it for as long
+//! Handles ([`handle`]) name the process holding the segment's descriptor and its number there:
+//! another process of the same user opens the segment through `/proc/<pid>/fd/<fd>`. Lifetime:
+//! the creating process keeps the descriptor while it has tensors over the segment or a
+//! reservation is pending ([`reserve`]); after [`SharedTensor::handoff`], the process's keeper
+//! holds it until the hand-over is taken; each opener maps the memory and keeps it for as long
 //! as its tensors live. The kernel frees a segment when its last descriptor and mapping are gone
 //! — on a normal exit, a crash or `kill -9` alike — so segments cannot leak. A handle opens while
 //! its creating process lives and holds the descriptor; after that, [`open`] reports
@@ -27,6 +28,10 @@ use std::sync::{Arc, Mutex};
 
 pub mod handle;
 mod keeper;
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+mod keeper_process;
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+mod raw;
 mod sweep;
 
 pub use handle::HANDLE_WHAT;
@@ -48,8 +53,9 @@ use crate::{Device, MAX_NDIM};
 
 /// First bytes of every segment.
 const MAGIC: [u8; 8] = *b"DLBRIDGE";
-/// Version of the segment layout below (1: named POSIX objects without a token).
-const LAYOUT_VERSION: u32 = 2;
+/// Version of the segment layout below (1: named POSIX objects without a token; 2: without the
+/// `handed` state, so that racing openers could both join a handed-over segment).
+const LAYOUT_VERSION: u32 = 3;
 
 /// The start of a segment; `2 * ndim` `i64`s (shape, then strides) follow it.
 #[repr(C)]
@@ -64,6 +70,9 @@ struct Header {
     flags: u64,
     dtype: DLDataType,
     device: DLDevice,
+    /// Nonzero once the creator handed its own reference over ([`SharedTensor::handoff`]): from
+    /// then on only a pending hand-over admits an opener, so each hand-over opens exactly once.
+    handed: AtomicU32,
     data_offset: u64,
     data_len: u64,
     segment_len: u64,
@@ -73,10 +82,16 @@ struct Header {
 
 const HEADER_LEN: usize = std::mem::size_of::<Header>();
 
+/// Where the pending hand-over count lies in a segment (what a keeper reads with `pread`).
+const HANDOFFS_AT: usize = std::mem::offset_of!(Header, handoffs);
+
 /// How an opened segment's data may be used.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Access {
-    /// The data pages are mapped read-only and the tensor is flagged READ_ONLY.
+    /// The tensor is flagged READ_ONLY and its data pages are mapped copy-on-write
+    /// (`MAP_PRIVATE`): a consumer that writes anyway (ignoring the flag) neither crashes nor
+    /// changes the segment — its writes land in private copies of the pages it wrote, which from
+    /// then on no longer follow the segment.
     ReadOnly,
     /// The data is writable and writes are seen by every side.
     ReadWrite,
@@ -168,7 +183,7 @@ fn release_taken_handoffs() {
 /// is sealed and a short read counts as none).
 fn pending_handoffs(fd: &OwnedFd) -> u32 {
     let mut bytes = [0u8; 4];
-    let at = std::mem::offset_of!(Header, handoffs);
+    let at = HANDOFFS_AT;
     // SAFETY: reads at most 4 bytes into a 4-byte buffer from our descriptor.
     let n = unsafe {
         libc::pread(
@@ -249,12 +264,16 @@ impl SharedTensor {
     }
 
     /// Gives this side's reference to the next process that opens the segment, and returns the
-    /// handle to send it. This process may exit at once: a keeper process holds the segment
+    /// handle to send it. This process may exit at once: its keeper process holds the segment
     /// until that consumer opens it (or for [`handoff_seconds`] if nobody does); the consumer
-    /// then keeps the memory for as long as it needs. Where no keeper can be started, this
-    /// process keeps the segment's descriptor (not its mapping) until the consumer opens it.
-    pub fn handoff(self) -> String {
+    /// then keeps the memory for as long as it needs. The handle opens exactly once: the first
+    /// [`open`] takes the hand-over, any later or racing one gets [`Error::ShmNotFound`].
+    ///
+    /// Errors: [`Error::ShmIo`] (`op` "hand over") if no keeper can be started or reached; the
+    /// segment is then released as if it had never been handed over.
+    pub fn handoff(self) -> Result<String> {
         let header = self.mapping.header();
+        header.handed.store(1, Ordering::Release);
         header.handoffs.fetch_add(1, Ordering::AcqRel);
         self.mapping.handed_over.store(true, Ordering::Release);
         // SAFETY: the token lies in the mapped header; a volatile read of a plain integer.
@@ -264,17 +283,21 @@ impl SharedTensor {
             .descriptor
             .as_ref()
             .expect("a SharedTensor's mapping holds the descriptor");
-        match keeper::spawn(fd.as_fd(), token) {
-            Ok(pid) => {
+        match keeper::hand_over(fd.as_fd()) {
+            Ok((pid, fd)) => {
                 self.mapping.kept.store(true, Ordering::Release);
-                Handle {
-                    pid,
-                    fd: fd.as_raw_fd(),
-                    token,
-                }
-                .format()
+                Ok(Handle { pid, fd, token }.format())
             }
-            Err(_) => self.mapping.name.clone(),
+            Err(e) => {
+                // Take the hand-over back: dropping `self` then releases this side's reference.
+                header.handoffs.fetch_sub(1, Ordering::AcqRel);
+                self.mapping.handed_over.store(false, Ordering::Release);
+                Err(Error::ShmIo {
+                    op: "hand over",
+                    name: self.mapping.name.clone(),
+                    reason: format!("no keeper process holds it: {e}"),
+                })
+            }
         }
     }
 }
@@ -309,7 +332,14 @@ fn create(shape: &[i64], dtype: DataType, flags: Flags) -> Result<SharedTensor> 
     let page = page_size();
     let dims_len = 16 * shape.len();
     let data_offset = (HEADER_LEN + dims_len).div_ceil(page) * page;
-    let segment_len = data_offset + data_len.div_ceil(page).max(1) * page;
+    let segment_len = data_len
+        .div_ceil(page)
+        .max(1)
+        .checked_mul(page)
+        .and_then(|len| len.checked_add(data_offset))
+        .filter(|&len| len <= isize::MAX as usize)
+        .ok_or(Error::AllocationFailed(data_len))?;
+    check_backable(segment_len)?;
 
     release_taken_handoffs();
     sweep::sweep_once();
@@ -331,6 +361,7 @@ fn create(shape: &[i64], dtype: DataType, flags: Flags) -> Result<SharedTensor> 
         flags: flags.bits(),
         dtype: dtype.to_raw(),
         device: Device::CPU.to_raw(),
+        handed: AtomicU32::new(0),
         data_offset: data_offset as u64,
         data_len: data_len as u64,
         segment_len: segment_len as u64,
@@ -365,6 +396,33 @@ fn create(shape: &[i64], dtype: DataType, flags: Flags) -> Result<SharedTensor> 
         )
     }?;
     Ok(SharedTensor { mapping, tensor })
+}
+
+/// Refuses a segment the system could not back, with the error a failed allocation gives.
+///
+/// Pages of a memory file are charged only when touched, so creating one never meets the
+/// kernel's overcommit check, and touching an unbackable one summons the OOM killer. This asks
+/// the kernel the question a private allocation of the same size would ask — it maps (and at
+/// once unmaps) that many bytes of private, accounted, untouched memory — so that
+/// [`empty`] fails exactly where [`Tensor::empty`] fails, with [`Error::AllocationFailed`].
+fn check_backable(len: usize) -> Result<()> {
+    // SAFETY: a fresh private mapping that nothing touches; unmapped below.
+    let probe = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        )
+    };
+    if probe == libc::MAP_FAILED {
+        return Err(Error::AllocationFailed(len));
+    }
+    // SAFETY: exactly the mapping made above.
+    unsafe { libc::munmap(probe, len) };
+    Ok(())
 }
 
 /// A random, nonzero token for a new segment.
@@ -425,31 +483,47 @@ fn create_sealed(len: usize, token: u64) -> Result<OwnedFd> {
 }
 
 /// Opens a segment by handle and returns a tensor over it (no copy). The segment's header is
-/// validated like any foreign tensor; bad or truncated segments give [`Error::ShmInvalid`].
+/// validated like any foreign tensor; bad or truncated segments give [`Error::ShmInvalid`]. A
+/// handed-over segment ([`SharedTensor::handoff`]) opens once per pending hand-over: the first
+/// opener takes it, later and racing ones get [`Error::ShmNotFound`]. Opening never waits: a
+/// segment another process holds a file lease on gives [`Error::ShmIo`] at once.
 pub fn open(handle: &str, access: Access) -> Result<Tensor> {
     release_taken_handoffs();
-    let (mapping, header, dims) = map_checked(handle, true)?;
+    let (mapping, header, dims) = map_checked(handle, Claim::Open, access)?;
     tensor_over(mapping, &header, dims, access)
 }
 
 /// Reserves one reference for a future [`open`], as [`SharedTensor::handoff`] does: the segment
 /// then survives until that opener is done, even if every current side lets go first, as long
-/// as the process that made it lives (it keeps the descriptor for the pending opener).
+/// as the process holding its descriptor lives (its creator keeps the descriptor for the
+/// pending opener).
 pub fn reserve(handle: &str) -> Result<()> {
     release_taken_handoffs();
-    // The hand-over this may take is given straight back below: its keeper stays.
-    let (mapping, _, _) = map_checked(handle, false)?;
+    let (mapping, _, _) = map_checked(handle, Claim::Reserve, Access::ReadWrite)?;
     mapping.header().handoffs.fetch_add(1, Ordering::AcqRel);
     mapping.handed_over.store(true, Ordering::Release);
     Ok(())
 }
 
-/// Maps a segment, copies and checks its header and dims, and takes a reference; with
-/// `end_keeper`, taking the last pending hand-over ends the keeper that held it.
-fn map_checked(handle: &str, end_keeper: bool) -> Result<(Mapping, HeaderCopy, Vec<i64>)> {
+/// What a mapper claims of a segment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Claim {
+    /// A reference for an opener: a pending hand-over if there is one, else (unless the segment
+    /// was handed over) a new reference.
+    Open,
+    /// A new reference, to be passed on as a pending hand-over.
+    Reserve,
+}
+
+/// Maps a segment, copies and checks its header and dims, and takes a reference as `claim`
+/// says. [`Access::ReadOnly`] remaps the data pages copy-on-write. An opener that took the last
+/// pending hand-over has the keeper release its descriptor.
+fn map_checked(
+    handle: &str,
+    claim: Claim,
+    access: Access,
+) -> Result<(Mapping, HeaderCopy, Vec<i64>)> {
     let parsed = Handle::parse(handle)?;
-    // Pins the holder, so that ending a keeper below can never hit a reused process id.
-    let holder = keeper::pidfd(parsed.pid);
     let (fd, size) = open_descriptor(&parsed, handle)?;
     if size < HEADER_LEN {
         return Err(invalid(
@@ -472,18 +546,24 @@ fn map_checked(handle: &str, end_keeper: bool) -> Result<(Mapping, HeaderCopy, V
         return Err(unmap(Error::ShmNotFound(handle.to_owned())));
     }
     check_header(&copy, size, handle).map_err(unmap)?;
+    if access == Access::ReadOnly {
+        remap_private(
+            fd.as_raw_fd(),
+            base,
+            size,
+            copy.data_offset as usize,
+            handle,
+        )
+        .map_err(unmap)?;
+    }
     // SAFETY: check_header proved the dims lie inside the mapping, before `data_offset`.
     let dims = unsafe { copy.read_dims(base) };
     // SAFETY: as above; only the atomic counters are used through this reference.
     let header = unsafe { &*(base as *const Header) };
-    let handed = claim_reference(header, handle).map_err(unmap)?;
-    if end_keeper
-        && handed
-        && header.handoffs.load(Ordering::Acquire) == 0
-        && parsed.pid != std::process::id()
-    {
-        // This opener took the last pending hand-over: its keeper's work is done.
-        keeper::end(parsed.pid, holder.as_ref(), parsed.token);
+    let handed = claim_reference(header, handle, claim).map_err(unmap)?;
+    if handed && header.handoffs.load(Ordering::Acquire) == 0 && parsed.pid != std::process::id() {
+        // This opener took the last pending hand-over: the keeper's descriptor can go.
+        keeper::release_taken(parsed.pid);
     }
     let mapping = Mapping {
         base,
@@ -494,6 +574,38 @@ fn map_checked(handle: &str, end_keeper: bool) -> Result<(Mapping, HeaderCopy, V
         kept: AtomicBool::new(false),
     };
     Ok((mapping, copy, dims))
+}
+
+/// Replaces the data pages `[offset, size)` of the shared mapping at `base` by a private,
+/// copy-on-write mapping of the same file range: reads see the segment (until this process
+/// writes a page), writes stay in this process.
+fn remap_private(
+    fd: libc::c_int,
+    base: *mut u8,
+    size: usize,
+    offset: usize,
+    name: &str,
+) -> Result<()> {
+    if offset >= size {
+        return Ok(());
+    }
+    // SAFETY: `[base + offset, base + size)` lies inside our own fresh mapping (check_header
+    // proved `offset` page-aligned and inside it), which nothing else uses yet; MAP_FIXED
+    // replaces exactly those pages.
+    let data = unsafe {
+        libc::mmap(
+            base.add(offset).cast(),
+            size - offset,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_FIXED,
+            fd,
+            offset as libc::off_t,
+        )
+    };
+    if data == libc::MAP_FAILED {
+        return Err(os_error("map", name));
+    }
+    Ok(())
 }
 
 /// Opens the segment a handle names, read-write, and returns its descriptor and size.
@@ -524,11 +636,23 @@ fn open_descriptor(handle: &Handle, text: &str) -> Result<(OwnedFd, usize)> {
     let raw = unsafe {
         libc::open(
             again.as_ptr(),
-            libc::O_RDWR | libc::O_CLOEXEC | libc::O_NOCTTY,
+            libc::O_RDWR | libc::O_CLOEXEC | libc::O_NOCTTY | libc::O_NONBLOCK,
         )
     };
     if raw < 0 {
-        return Err(os_error("open", text));
+        let error = std::io::Error::last_os_error();
+        let reason = if error.raw_os_error() == Some(libc::EWOULDBLOCK) {
+            // Another process holds a file lease on it: a blocking open would wait for the
+            // kernel's lease-break time.
+            format!("another process holds a file lease on the segment ({error})")
+        } else {
+            error.to_string()
+        };
+        return Err(Error::ShmIo {
+            op: "open",
+            name: text.to_owned(),
+            reason,
+        });
     }
     // SAFETY: a fresh descriptor that nothing else owns.
     let fd = unsafe { OwnedFd::from_raw_fd(raw) };
@@ -657,9 +781,11 @@ fn check_header(h: &HeaderCopy, size: usize, handle: &str) -> Result<()> {
     Ok(())
 }
 
-/// Takes a reference: a pending hand-over if there is one, else a new one — unless every side
-/// already released the segment. Returns whether a hand-over was taken.
-fn claim_reference(h: &Header, handle: &str) -> Result<bool> {
+/// Takes a reference as `claim` says: for [`Claim::Open`], a pending hand-over if there is one,
+/// else — unless the segment was handed over, whose openers are its hand-overs' takers only —
+/// a new one; for [`Claim::Reserve`], a new one. A new reference needs a live one (some side
+/// still holds the segment). Returns whether a hand-over was taken.
+fn claim_reference(h: &Header, handle: &str, claim: Claim) -> Result<bool> {
     let take = |counter: &AtomicU32, from_zero: bool| {
         counter
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| match n {
@@ -668,12 +794,20 @@ fn claim_reference(h: &Header, handle: &str) -> Result<bool> {
             })
             .is_ok()
     };
-    let handed = h
-        .handoffs
-        .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_sub(1))
-        .is_ok();
-    if handed || take(&h.refcount, false) {
-        Ok(handed)
+    if claim == Claim::Open {
+        let taken = h
+            .handoffs
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_sub(1))
+            .is_ok();
+        if taken {
+            return Ok(true);
+        }
+        if h.handed.load(Ordering::Acquire) != 0 {
+            return Err(Error::ShmNotFound(handle.to_owned()));
+        }
+    }
+    if take(&h.refcount, false) {
+        Ok(false)
     } else {
         Err(Error::ShmNotFound(handle.to_owned()))
     }
@@ -769,26 +903,15 @@ fn tensor_over(
 ) -> Result<Tensor> {
     let ndim = h.ndim as usize;
     let mut flags = Flags::from_bits_retain(h.flags);
-    let offset = h.data_offset as usize;
     let (v, _) = check_layout(h, &mut dims, mapping.base, &mapping.name)?;
     let (shape, strides) = dims.split_at(ndim);
     if access == Access::ReadOnly {
+        // The data pages are private copy-on-write pages (map_checked): writes that ignore the
+        // flag stay in this process.
         flags |= Flags::READ_ONLY;
-        let pages = (mapping.len - offset).max(1);
-        // SAFETY: the data pages belong to this mapping; only this process's view of them changes.
-        if unsafe {
-            libc::mprotect(
-                mapping.base.add(offset) as *mut libc::c_void,
-                pages,
-                libc::PROT_READ,
-            )
-        } != 0
-        {
-            return Err(os_error("protect", &mapping.name));
-        }
     }
-    // SAFETY: validated layout inside the data area, mapped (writable unless READ_ONLY) for as
-    // long as the owner (the mapping) lives.
+    // SAFETY: validated layout inside the data area, mapped for as long as the owner (the
+    // mapping) lives.
     unsafe {
         Tensor::from_raw_parts(
             v.data,

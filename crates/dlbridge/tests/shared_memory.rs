@@ -107,15 +107,24 @@ fn handoff_passes_the_producers_reference_to_the_consumer() {
     let shared = shm::export(&Tensor::arange(5, DataType::U64).unwrap().view()).unwrap();
     let extra = shared.to_tensor();
     drop(extra);
-    let handle = shared.handoff();
+    let handle = shared.handoff().unwrap();
     let keeper = handle.split('-').nth(1).unwrap().to_owned();
     assert_ne!(keeper, std::process::id().to_string(), "a keeper holds it");
     assert!(descriptor_open(&handle));
     let opened = shm::open(&handle, Access::ReadWrite).unwrap();
     assert_eq!(opened.view().as_slice::<u64>().unwrap(), &[0, 1, 2, 3, 4]);
     assert!(
-        eventually(|| ended(&keeper)),
-        "the consumer that took the hand-over ended the keeper"
+        !descriptor_open(&handle),
+        "the consumer that took the hand-over had the keeper close its descriptor"
+    );
+    assert!(
+        !ended(&keeper),
+        "the keeper stays for this process's next hand-over"
+    );
+    assert_eq!(
+        shm::open(&handle, Access::ReadOnly).unwrap_err(),
+        Error::ShmNotFound(handle.clone()),
+        "a hand-over opens once, even while its taker holds the segment"
     );
     drop(opened);
     assert_eq!(
@@ -125,16 +134,222 @@ fn handoff_passes_the_producers_reference_to_the_consumer() {
 }
 
 #[test]
-fn reserving_a_handed_over_segment_keeps_its_keeper() {
+fn reserving_a_handed_over_segment_admits_one_more_opener() {
     let handle = shm::export(&Tensor::arange(2, DataType::U8).unwrap().view())
         .unwrap()
-        .handoff();
-    let keeper = handle.split('-').nth(1).unwrap().to_owned();
+        .handoff()
+        .unwrap();
     shm::reserve(&handle).unwrap();
-    assert!(!ended(&keeper), "the reservation kept the keeper");
-    let opened = shm::open(&handle, Access::ReadOnly).unwrap();
+    let first = shm::open(&handle, Access::ReadOnly).unwrap();
+    assert!(descriptor_open(&handle), "one hand-over still pending");
+    let second = shm::open(&handle, Access::ReadOnly).unwrap();
+    assert_eq!(second.view().to_vec::<u8>().unwrap(), [0, 1]);
+    assert!(!descriptor_open(&handle), "both taken: the keeper let go");
+    assert_eq!(
+        shm::open(&handle, Access::ReadOnly).unwrap_err(),
+        Error::ShmNotFound(handle.clone())
+    );
+    drop((first, second));
+}
+
+#[test]
+fn racing_consumers_of_one_hand_over_exactly_one_wins() {
+    for trial in 0..60 {
+        let handle = shm::export(&Tensor::arange(3, DataType::I64).unwrap().view())
+            .unwrap()
+            .handoff()
+            .unwrap();
+        let start = std::sync::Barrier::new(2);
+        let results: Vec<_> = std::thread::scope(|s| {
+            let racers: Vec<_> = (0..2)
+                .map(|_| {
+                    s.spawn(|| {
+                        start.wait();
+                        shm::open(&handle, Access::ReadOnly)
+                    })
+                })
+                .collect();
+            racers.into_iter().map(|r| r.join().unwrap()).collect()
+        });
+        let winners: Vec<_> = results.iter().filter_map(|r| r.as_ref().ok()).collect();
+        assert_eq!(winners.len(), 1, "trial {trial}: {results:?}");
+        assert_eq!(winners[0].view().to_vec::<i64>().unwrap(), [0, 1, 2]);
+        let loser = results.iter().find_map(|r| r.as_ref().err()).unwrap();
+        assert_eq!(loser, &Error::ShmNotFound(handle.clone()), "trial {trial}");
+    }
+}
+
+#[test]
+fn hand_overs_share_one_keeper_that_runs_no_program() {
+    let handles: Vec<String> = (0..200)
+        .map(|i| {
+            shm::export(&Tensor::arange(i + 1, DataType::U32).unwrap().view())
+                .unwrap()
+                .handoff()
+                .unwrap()
+        })
+        .collect();
+    let keeper = handles[0].split('-').nth(1).unwrap().to_owned();
+    assert!(
+        handles
+            .iter()
+            .all(|h| h.split('-').nth(1) == Some(keeper.as_str())),
+        "one keeper holds every pending hand-over of this process"
+    );
+    assert_eq!(
+        std::fs::read_link(format!("/proc/{keeper}/exe")).unwrap(),
+        std::fs::read_link("/proc/self/exe").unwrap(),
+        "the keeper is a fork of this process, not a program found on PATH"
+    );
+    let status = std::fs::read_to_string(format!("/proc/{keeper}/status")).unwrap();
+    let rss_kib: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap();
+    assert!(
+        rss_kib < 16 * 1024,
+        "the keeper let go of the producer's memory: {rss_kib} KiB"
+    );
+    for (i, handle) in handles.iter().enumerate() {
+        let opened = shm::open(handle, Access::ReadOnly).unwrap();
+        assert_eq!(opened.shape(), &[i as i64 + 1]);
+        assert!(!descriptor_open(handle));
+    }
+    assert!(
+        !ended(&keeper),
+        "the keeper waits for this process's next hand-over"
+    );
+}
+
+#[test]
+fn a_killed_keeper_is_replaced_at_the_next_hand_over() {
+    let first = shm::export(&Tensor::arange(1, DataType::U8).unwrap().view())
+        .unwrap()
+        .handoff()
+        .unwrap();
+    let keeper: i32 = first.split('-').nth(1).unwrap().parse().unwrap();
+    // SAFETY: kill takes a pid and a signal.
+    assert_eq!(unsafe { libc::kill(keeper, libc::SIGKILL) }, 0);
+    assert!(eventually(|| ended(&keeper.to_string())));
+    assert_eq!(
+        shm::open(&first, Access::ReadOnly).unwrap_err(),
+        Error::ShmNotFound(first.clone()),
+        "the killed keeper's hand-over is gone, and says so"
+    );
+    let second = shm::export(&Tensor::arange(2, DataType::U8).unwrap().view())
+        .unwrap()
+        .handoff()
+        .unwrap();
+    assert_ne!(second.split('-').nth(1).unwrap(), keeper.to_string());
+    let opened = shm::open(&second, Access::ReadOnly).unwrap();
     assert_eq!(opened.view().to_vec::<u8>().unwrap(), [0, 1]);
-    assert!(eventually(|| ended(&keeper)), "the opener ended the keeper");
+}
+
+#[test]
+fn a_hand_over_without_a_keeper_fails_loudly_and_leaks_nothing() {
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "no_keeper_helper", "--nocapture", "-q"])
+        .env("DLBRIDGE_SHM_NO_KEEPER", "1")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("hand-over refused"), "{stdout}");
+}
+
+/// Runs only as the child of `a_hand_over_without_a_keeper_fails_loudly_and_leaks_nothing`:
+/// with no descriptor left for the keeper's socket, the hand-over must fail (not return a
+/// handle that dies with this process), and the segment must be released.
+#[test]
+fn no_keeper_helper() {
+    if std::env::var("DLBRIDGE_SHM_NO_KEEPER").is_err() {
+        return;
+    }
+    let shared = shm::export(&Tensor::arange(4, DataType::U8).unwrap().view()).unwrap();
+    let creator = shared.handle().to_owned();
+    // Every descriptor number up to the limit taken: the keeper's socket cannot be made.
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit and setrlimit read and write one rlimit.
+    unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) };
+    let highest = std::fs::read_dir("/proc/self/fd")
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().into_string().ok()?.parse::<u64>().ok())
+        .max()
+        .unwrap();
+    let lowered = libc::rlimit {
+        rlim_cur: highest + 1,
+        rlim_max: limit.rlim_max,
+    };
+    // SAFETY: as above.
+    assert_eq!(unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &lowered) }, 0);
+    let mut fill = Vec::new();
+    while let Ok(f) = std::fs::File::open("/dev/null") {
+        fill.push(f);
+    }
+    let result = shared.handoff();
+    drop(fill);
+    // SAFETY: as above.
+    unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &limit) };
+    match result {
+        Err(Error::ShmIo {
+            op: "hand over", ..
+        }) => {}
+        other => panic!("expected a failed hand-over, got {other:?}"),
+    }
+    assert!(
+        !descriptor_open(&creator),
+        "the refused segment was released"
+    );
+    println!("hand-over refused");
+}
+
+#[test]
+fn a_hand_over_needs_no_path() {
+    let dir = std::env::temp_dir().join(format!("dlbridge-no-path-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let planted = dir.join("sleep");
+    let marker = dir.join("ran");
+    std::fs::write(&planted, format!("#!/bin/sh\ntouch {}\n", marker.display())).unwrap();
+    std::fs::set_permissions(
+        &planted,
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    for path in ["", "."] {
+        let out = std::process::Command::new(std::env::current_exe().unwrap())
+            .args(["--exact", "producer_helper", "--nocapture", "-q"])
+            .env("DLBRIDGE_SHM_PRODUCER", "1")
+            .env("PATH", path)
+            .current_dir(&dir)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "PATH={path:?}");
+        let stdout = String::from_utf8(out.stdout).unwrap();
+        let handle = stdout
+            .lines()
+            .find_map(|l| l.strip_prefix("handle: "))
+            .unwrap()
+            .to_owned();
+        let opened = shm::open(&handle, Access::ReadOnly).unwrap();
+        assert_eq!(
+            opened.view().to_vec::<i32>().unwrap(),
+            [0, 1, 2],
+            "PATH={path:?}"
+        );
+    }
+    assert!(
+        !marker.exists(),
+        "nothing was run from the current directory"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]
@@ -165,7 +380,7 @@ fn producer_helper() {
         return;
     }
     let shared = shm::export(&Tensor::arange(3, DataType::I32).unwrap().view()).unwrap();
-    println!("handle: {}", shared.handoff());
+    println!("handle: {}", shared.handoff().unwrap());
 }
 
 #[test]
@@ -390,4 +605,119 @@ fn reserve_keeps_a_segment_for_the_next_opener() {
         !descriptor_open(&handle),
         "the reserved descriptor is closed"
     );
+}
+
+#[test]
+fn a_read_only_opener_that_writes_anyway_changes_only_its_own_copy() {
+    let shared = shm::export(&Tensor::arange(4, DataType::U8).unwrap().view()).unwrap();
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "careless_writer_helper", "--nocapture", "-q"])
+        .env("DLBRIDGE_SHM_CARELESS", shared.handle())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        out.status.success(),
+        "the writer survived ({:?}): {stdout}",
+        out.status
+    );
+    assert!(stdout.contains("own copy: [9, 1, 2, 3]"), "{stdout}");
+    assert_eq!(
+        shared.tensor().view().as_slice::<u8>().unwrap(),
+        &[0, 1, 2, 3],
+        "the segment is intact"
+    );
+}
+
+/// Runs only as the child of `a_read_only_opener_that_writes_anyway_changes_only_its_own_copy`:
+/// writes through a read-only tensor's pointer, as a consumer that ignores READ_ONLY does.
+#[test]
+fn careless_writer_helper() {
+    let Ok(handle) = std::env::var("DLBRIDGE_SHM_CARELESS") else {
+        return;
+    };
+    let t = shm::open(&handle, Access::ReadOnly).unwrap();
+    assert!(t.flags().contains(Flags::READ_ONLY));
+    // SAFETY: deliberately ignores READ_ONLY (what the test is about); 4 mapped bytes.
+    unsafe { t.data_ptr().write_volatile(9) };
+    println!("own copy: {:?}", t.view().to_vec::<u8>().unwrap());
+}
+
+#[test]
+fn a_read_only_mapping_follows_the_segment_until_it_writes() {
+    let shared = shm::empty(&[2], DataType::U8).unwrap();
+    let ro = shm::open(shared.handle(), Access::ReadOnly).unwrap();
+    // SAFETY: the creator's mapping holds 2 writable bytes.
+    unsafe { shared.tensor().data_ptr().add(1).write(7) };
+    assert_eq!(ro.view().to_vec::<u8>().unwrap(), [0, 7]);
+}
+
+#[test]
+fn a_segment_the_system_cannot_back_is_an_allocation_failure() {
+    let huge = [1i64 << 40];
+    assert!(matches!(
+        Tensor::empty(&huge, DataType::U8),
+        Err(Error::AllocationFailed(_))
+    ));
+    assert!(matches!(
+        shm::empty(&huge, DataType::U8),
+        Err(Error::AllocationFailed(_))
+    ));
+}
+
+#[test]
+fn opening_a_leased_segment_fails_at_once() {
+    let mut holder = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "lease_holder_helper", "--nocapture", "-q"])
+        .env("DLBRIDGE_SHM_LEASE", "1")
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let handle = std::io::BufRead::lines(std::io::BufReader::new(holder.stdout.take().unwrap()))
+        .find_map(|line| Some(line.ok()?.strip_prefix("handle: ")?.to_owned()))
+        .unwrap();
+    let (sender, receiver) = std::sync::mpsc::channel();
+    let opener = handle.clone();
+    std::thread::spawn(move || {
+        let started = std::time::Instant::now();
+        let _ = sender.send((shm::open(&opener, Access::ReadOnly), started.elapsed()));
+    });
+    let outcome = receiver.recv_timeout(std::time::Duration::from_secs(10));
+    let _ = holder.kill();
+    let _ = holder.wait();
+    let (result, took) = outcome.expect("the open waited for the lease to break");
+    match result {
+        Err(Error::ShmIo {
+            op: "open", reason, ..
+        }) => assert!(reason.contains("lease"), "{reason}"),
+        other => panic!("expected a typed open error, got {other:?}"),
+    }
+    assert!(took < std::time::Duration::from_secs(1), "{took:?}");
+}
+
+/// Runs only as the child of `opening_a_leased_segment_fails_at_once`: holds a read lease on a
+/// size-sealed memory file and prints a handle naming it.
+#[test]
+fn lease_holder_helper() {
+    if std::env::var("DLBRIDGE_SHM_LEASE").is_err() {
+        return;
+    }
+    let (fd, _) = raw_segment(&[0u8; 8192], true);
+    let reader = std::fs::File::open(format!("/proc/self/fd/{}", fd.as_raw_fd())).unwrap();
+    drop(fd);
+    // SAFETY: ignoring SIGIO (the lease-break notice) and taking a read lease on our own file.
+    unsafe {
+        libc::signal(libc::SIGIO, libc::SIG_IGN);
+        assert_eq!(
+            libc::fcntl(reader.as_raw_fd(), libc::F_SETLEASE, libc::F_RDLCK),
+            0
+        );
+    }
+    println!(
+        "handle: dlbridge-{}-{}-{:016x}",
+        std::process::id(),
+        reader.as_raw_fd(),
+        0
+    );
+    std::thread::sleep(std::time::Duration::from_secs(60));
 }

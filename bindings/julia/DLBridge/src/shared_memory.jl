@@ -37,9 +37,10 @@ strides, and returns the segment's handle for [`DLBridge.from_shared`](@ref) in 
 This is the one copy a cross-process exchange costs ([`DLBridge.empty_shared`](@ref) costs
 none); the segment's tensor is flagged as copied ([`DLBridge.iscopied`](@ref)).
 
-This side keeps no reference: a keeper process holds the segment for the next opener, even if
-this process has exited by then, and the opener's tensor holds it afterwards. A handle that is
-never opened is freed after `DLBRIDGE_SHM_HANDOFF_SECONDS` (default 600).
+This side keeps no reference: this process's keeper holds the segment for the next opener, even
+if this process has exited by then, and the opener's tensor holds it afterwards; the handle
+opens once. A handle that is never opened is freed after `DLBRIDGE_SHM_HANDOFF_SECONDS` (default
+600). An `ErrorException` if no keeper can hold it (`DLB_ERR_SHM_IO`).
 
 Any array [`DLBridge.share`](@ref) accepts is shared first (so a Julia array `A` arrives as the
 row-major tensor of shape `reverse(size(A))`: `from_shared` and `wrap` give back `A`'s values
@@ -77,8 +78,8 @@ tensor.
 
 By default the data is mapped read-only and the tensor is flagged read-only
 ([`DLBridge.isreadonly`](@ref)), so `wrap` refuses it: use `wrap(copy(t))`, or
-`wrap(t; unsafe_ignore_readonly = true)` to read in place (the pages really are read-only: a
-write through that array crashes the process). With `writable = true` the mapping is writable
+`wrap(t; unsafe_ignore_readonly = true)` to read in place (the pages are copy-on-write: a write
+through that array changes only this process's copy, never the segment). With `writable = true` the mapping is writable
 and writes are seen by every side.
 
 The tensor (with the arrays `wrap`ped over it) holds this side's reference; the segment is

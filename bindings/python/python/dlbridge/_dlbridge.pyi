@@ -105,18 +105,22 @@ def arange(n: int, dtype: str | None = "float32") -> Tensor:
 
 def empty_shared(shape: int | Sequence[int], dtype: str | None = "float32") -> tuple[str, Tensor]:
     """A zero-filled, C-contiguous CPU tensor in a new shared-memory segment, and the segment's
-    handle: ``(handle, tensor)``. The tensor holds this process's reference to the segment."""
+    handle: ``(handle, tensor)``. The tensor holds this process's reference to the segment.
+    MemoryError for a size the system cannot back, as ``empty`` raises."""
 
 def to_shared(x: _SupportsDLPack | CapsuleType) -> str:
     """Import ``x`` like ``from_dlpack``, copy it once (C order) into a new shared-memory segment
     and return its handle. This process keeps no reference: the segment passes to the next
-    ``from_shared(handle)``, so the caller may send the handle and exit (a keeper process holds
-    it for at most ``DLBRIDGE_SHM_HANDOFF_SECONDS``, default 600)."""
+    ``from_shared(handle)``, so the caller may send the handle and exit (this process's keeper
+    holds it for at most ``DLBRIDGE_SHM_HANDOFF_SECONDS``, default 600). The handle opens once.
+    OSError if no keeper can hold it; MemoryError for a size the system cannot back."""
 
 def from_shared(handle: str, *, writable: bool = False) -> Tensor:
     """Map a shared-memory segment without copying. ``writable=False`` gives a read-only tensor
-    over read-only pages. FileNotFoundError for a handle with no segment, ValueError for a
-    malformed handle or an invalid segment."""
+    over copy-on-write pages (a consumer that writes anyway changes only its own copy).
+    FileNotFoundError for a handle with no segment (or a hand-over already taken), ValueError
+    for a malformed handle or an invalid segment, OSError at once for a segment under a file
+    lease. Releases the GIL while it opens."""
 
 def shm_sweep() -> int:
     """Remove the named segments earlier dlbridge versions left in /dev/shm that no live process

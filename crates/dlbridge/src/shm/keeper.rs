@@ -1,16 +1,24 @@
-//! Keepers: small processes that hold a handed-over segment for its consumer, so that a producer
-//! may exit before the consumer opens the handle.
+//! The keeper: one process per producer process that holds handed-over segments for their
+//! consumers, so that a producer may exit before a consumer opens a handle.
 //!
-//! A segment lives only while some process holds its descriptor or a mapping. When a producer
-//! hands a segment over ([`super::SharedTensor::handoff`]), a keeper — the system's `sleep`,
-//! started with the segment's descriptor and nothing else, so it holds no copy of the producer's
-//! memory — takes that role and the handle names it. The consumer that takes the last pending
-//! hand-over ends the keeper; a handle nobody opens is freed when the keeper's time runs out
-//! ([`handoff_seconds`]), so even an abandoned hand-over does not leak.
+//! A segment lives only while some process holds its descriptor or a mapping. The first
+//! hand-over of a process ([`super::SharedTensor::handoff`]) forks its keeper
+//! ([`super::keeper_process`]): a process that keeps nothing of the producer but read-only code
+//! and talks to it over a Unix socket. Each hand-over then sends the segment's descriptor there
+//! (`SCM_RIGHTS`) and gets back its number in the keeper; the handle names the keeper and that
+//! number. No program is looked up or executed, a hand-over costs one round trip on the socket,
+//! and however many hand-overs are pending, a producer has one keeper. The keeper closes a
+//! descriptor when its hand-over is taken — the consumer that takes it tells the keeper
+//! ([`release_taken`]) — or when its time ([`handoff_seconds`]) is up, and exits once its
+//! producer is gone and it holds nothing. A hand-over that cannot reach a keeper is an error,
+//! never a silent fallback.
 
-use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd};
-use std::os::unix::process::CommandExt;
-use std::process::{Command, Stdio};
+use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+use std::sync::Mutex;
+use std::time::Duration;
+
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+use super::keeper_process;
 
 /// How long a keeper waits for its consumer: `DLBRIDGE_SHM_HANDOFF_SECONDS`, default 600.
 pub fn handoff_seconds() -> u64 {
@@ -21,115 +29,275 @@ pub fn handoff_seconds() -> u64 {
         .unwrap_or(600)
 }
 
-/// The `argv[0]` a keeper of the segment with `token` runs under (what a consumer checks before
-/// ending it).
-fn keeper_name(token: u64) -> String {
-    format!("dlbridge-shm-keeper-{token:016x}")
+/// How long a producer waits for its keeper's answer.
+const ANSWER_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long a consumer waits for the keeper to release a taken hand-over.
+const RELEASE_TIMEOUT: Duration = Duration::from_millis(500);
+
+/// This process's keeper.
+struct Keeper {
+    /// The keeper's process id (what handles name).
+    pid: u32,
+    /// The producer's end of the control socket.
+    control: OwnedFd,
+    /// The process that started it (a forked child of the producer starts its own).
+    owner: u32,
 }
 
-/// Starts a keeper holding `fd` under the same descriptor number; returns its process id. A
-/// thread of this process reaps it when it ends.
-pub(super) fn spawn(fd: BorrowedFd<'_>, token: u64) -> std::io::Result<u32> {
-    let n = fd.as_raw_fd();
-    let mut command = Command::new("sleep");
-    command
-        .arg0(keeper_name(token))
-        .arg(handoff_seconds().to_string())
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null());
-    // SAFETY: the hook runs in the forked child before exec and only makes calls that are
-    // async-signal-safe (close_range, fcntl, sigemptyset, pthread_sigmask); it allocates nothing
-    // and touches no locks.
-    unsafe {
-        command.pre_exec(move || {
-            // Every other descriptor closes at exec (best effort: close_range needs Linux 5.11;
-            // descriptors that are not close-on-exec are rare and only delay their own EOF).
-            let cloexec = libc::CLOSE_RANGE_CLOEXEC as libc::c_uint;
-            if n > 3 {
-                libc::syscall(libc::SYS_close_range, 3u32, (n - 1) as u32, cloexec);
-            }
-            libc::syscall(libc::SYS_close_range, (n + 1) as u32, u32::MAX, cloexec);
-            if libc::fcntl(n, libc::F_SETFD, 0) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            // Hosts block signals in their threads (Julia blocks SIGTERM, SIGINT, ...); the
-            // keeper starts with none blocked, so that it ends like any process.
-            let mut none: libc::sigset_t = std::mem::zeroed();
-            libc::sigemptyset(&mut none);
-            libc::pthread_sigmask(libc::SIG_SETMASK, &none, std::ptr::null_mut());
-            Ok(())
-        })
-    };
-    let mut child = command.spawn()?;
-    let pid = child.id();
-    std::thread::Builder::new()
-        .name("dlbridge-keeper-reaper".into())
-        .spawn(move || child.wait())?;
-    Ok(pid)
-}
+static KEEPER: Mutex<Option<Keeper>> = Mutex::new(None);
 
-/// Ends the keeper `pid` of the segment with `token`, if that process is one: called by the
-/// consumer that took the last pending hand-over. `pidfd`, where the system has them, pins the
-/// process that was checked (otherwise a plain `kill` follows the check at once).
-pub(super) fn end(pid: u32, pidfd: Option<&OwnedFd>, token: u64) {
-    let expected = keeper_name(token);
-    let is_keeper = std::fs::read(format!("/proc/{pid}/cmdline"))
-        .is_ok_and(|cmdline| cmdline.split(|&b| b == 0).next() == Some(expected.as_bytes()));
-    if !is_keeper {
-        return;
-    }
-    match pidfd {
-        Some(pidfd) => {
-            // SAFETY: signals the process the pidfd refers to (never a reused process id); a
-            // process that already exited makes this fail harmlessly.
-            let sent = unsafe {
-                libc::syscall(
-                    libc::SYS_pidfd_send_signal,
-                    pidfd.as_raw_fd(),
-                    libc::SIGKILL,
-                    std::ptr::null::<libc::siginfo_t>(),
-                    0u32,
-                )
-            };
-            if sent == 0 {
-                // Wait (briefly) until it has exited, so that the handle stops opening before
-                // this open returns.
-                let mut exited = libc::pollfd {
-                    fd: pidfd.as_raw_fd(),
-                    events: libc::POLLIN,
-                    revents: 0,
-                };
-                // SAFETY: polls one valid pollfd; a pidfd turns readable when its process exits.
-                unsafe { libc::poll(&mut exited, 1, 1000) };
+/// Hands `fd` (a segment with a pending hand-over) to this process's keeper, starting it if
+/// needed (again, if it died); returns the keeper's process id and the descriptor's number
+/// there.
+pub(super) fn hand_over(fd: BorrowedFd<'_>) -> std::io::Result<(u32, i32)> {
+    let seconds = handoff_seconds();
+    let mut keeper = KEEPER
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    let mut retried = false;
+    loop {
+        if keeper
+            .as_ref()
+            .is_none_or(|k| k.owner != std::process::id())
+        {
+            *keeper = Some(start()?);
+        }
+        let current = keeper.as_ref().expect("started above");
+        match send(current, fd, seconds) {
+            Ok(number) => return Ok((current.pid, number)),
+            Err(e) => {
+                // A keeper that failed once is never used again (its answers could lag).
+                *keeper = None;
+                let gone = matches!(
+                    e.raw_os_error(),
+                    Some(libc::EPIPE | libc::ECONNRESET | libc::ENOTCONN)
+                ) || e.kind() == std::io::ErrorKind::UnexpectedEof;
+                if !gone || retried {
+                    return Err(e);
+                }
+                retried = true;
             }
         }
-        None => {
-            // SAFETY: kill takes a pid and a signal; the process was a keeper a moment ago.
-            if unsafe { libc::kill(pid as libc::pid_t, libc::SIGKILL) } == 0 {
-                let gone = || {
-                    std::fs::read_to_string(format!("/proc/{pid}/stat")).map_or(true, |stat| {
-                        stat.rsplit(')')
-                            .next()
-                            .is_some_and(|s| s.trim_start().starts_with('Z'))
-                    })
-                };
-                for _ in 0..1000 {
-                    if gone() {
-                        break;
-                    }
-                    std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+}
+
+/// Sends one hand-over and reads the answer.
+fn send(keeper: &Keeper, fd: BorrowedFd<'_>, seconds: u64) -> std::io::Result<i32> {
+    let payload = seconds.to_ne_bytes();
+    let mut iov = libc::iovec {
+        iov_base: payload.as_ptr() as *mut libc::c_void,
+        iov_len: payload.len(),
+    };
+    let raw_fd = fd.as_raw_fd();
+    // Room for one cmsghdr and one descriptor, 8-byte aligned.
+    let mut ancillary = [0u64; 4];
+    // SAFETY: msghdr is plain data; the fields used are set below.
+    let mut message: libc::msghdr = unsafe { std::mem::zeroed() };
+    message.msg_iov = &mut iov;
+    message.msg_iovlen = 1;
+    message.msg_control = ancillary.as_mut_ptr().cast();
+    // SAFETY: CMSG_SPACE computes a size from a length.
+    message.msg_controllen = unsafe { libc::CMSG_SPACE(4) } as _;
+    // SAFETY: the control buffer holds CMSG_SPACE(4) bytes, room for the header and one int.
+    unsafe {
+        let header = libc::CMSG_FIRSTHDR(&message);
+        (*header).cmsg_level = libc::SOL_SOCKET;
+        (*header).cmsg_type = libc::SCM_RIGHTS;
+        (*header).cmsg_len = libc::CMSG_LEN(4) as _;
+        std::ptr::write_unaligned(libc::CMSG_DATA(header) as *mut i32, raw_fd);
+    }
+    // SAFETY: sendmsg reads the message and the buffers it points at.
+    if unsafe { libc::sendmsg(keeper.control.as_raw_fd(), &message, libc::MSG_NOSIGNAL) } < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    let answer = read_i32(&keeper.control)?;
+    if answer < 0 {
+        return Err(std::io::Error::from_raw_os_error(-answer));
+    }
+    Ok(answer)
+}
+
+/// Reads one 4-byte message from the control socket (its receive timeout bounds the wait).
+fn read_i32(control: &OwnedFd) -> std::io::Result<i32> {
+    let mut bytes = [0u8; 4];
+    loop {
+        // SAFETY: recv writes at most 4 bytes into the 4-byte buffer.
+        let n = unsafe { libc::recv(control.as_raw_fd(), bytes.as_mut_ptr().cast(), 4, 0) };
+        match n {
+            4 => return Ok(i32::from_ne_bytes(bytes)),
+            0 => return Err(std::io::ErrorKind::UnexpectedEof.into()),
+            n if n < 0 => {
+                let e = std::io::Error::last_os_error();
+                if e.kind() != std::io::ErrorKind::Interrupted {
+                    return Err(e);
                 }
             }
+            _ => return Err(std::io::ErrorKind::InvalidData.into()),
         }
     }
 }
 
-/// A pidfd for `pid`, pinning that process while its descriptor is checked.
-pub(super) fn pidfd(pid: u32) -> Option<OwnedFd> {
-    // SAFETY: pidfd_open takes a pid and flags and returns a new descriptor or -1.
-    let raw = unsafe { libc::syscall(libc::SYS_pidfd_open, pid as libc::pid_t, 0u32) };
-    let raw = i32::try_from(raw).ok().filter(|&fd| fd >= 0)?;
+/// Sets a socket's send and receive timeouts.
+fn set_timeouts(fd: &OwnedFd, timeout: Duration) -> std::io::Result<()> {
+    let tv = libc::timeval {
+        tv_sec: timeout.as_secs() as libc::time_t,
+        tv_usec: timeout.subsec_micros() as libc::suseconds_t,
+    };
+    for option in [libc::SO_RCVTIMEO, libc::SO_SNDTIMEO] {
+        // SAFETY: setsockopt reads one timeval.
+        let done = unsafe {
+            libc::setsockopt(
+                fd.as_raw_fd(),
+                libc::SOL_SOCKET,
+                option,
+                (&tv as *const libc::timeval).cast(),
+                std::mem::size_of::<libc::timeval>() as libc::socklen_t,
+            )
+        };
+        if done != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
+
+/// Forks this process's keeper and waits for its greeting.
+fn start() -> std::io::Result<Keeper> {
+    let mut pair = [0; 2];
+    // SAFETY: socketpair writes two descriptors into `pair`.
+    let made = unsafe {
+        libc::socketpair(
+            libc::AF_UNIX,
+            libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC,
+            0,
+            pair.as_mut_ptr(),
+        )
+    };
+    if made != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: two fresh descriptors that nothing else owns.
+    let (control, theirs) =
+        unsafe { (OwnedFd::from_raw_fd(pair[0]), OwnedFd::from_raw_fd(pair[1])) };
+    set_timeouts(&control, ANSWER_TIMEOUT)?;
+    fork_keeper(control, theirs)
+}
+
+/// Keepers need raw system calls written for this architecture.
+#[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+fn fork_keeper(_control: OwnedFd, _theirs: OwnedFd) -> std::io::Result<Keeper> {
+    Err(std::io::Error::new(
+        std::io::ErrorKind::Unsupported,
+        "keeper processes are implemented for x86_64 and aarch64 only",
+    ))
+}
+
+/// Forks the keeper with `theirs` as its end of the control socket and reads its greeting.
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+fn fork_keeper(control: OwnedFd, theirs: OwnedFd) -> std::io::Result<Keeper> {
+    // Every signal stays blocked across the fork: the host's handlers must never run in the
+    // child (the keeper resets them, then unblocks).
+    // SAFETY: sigfillset fills a local set; pthread_sigmask swaps this thread's mask with it.
+    let saved = unsafe {
+        let mut all: libc::sigset_t = std::mem::zeroed();
+        let mut saved: libc::sigset_t = std::mem::zeroed();
+        libc::sigfillset(&mut all);
+        libc::pthread_sigmask(libc::SIG_SETMASK, &all, &mut saved);
+        saved
+    };
+    // A fork without an exit signal (no SIGCHLD reaches the host); its child, the keeper, is
+    // adopted by the system when this intermediate process exits at once.
+    // SAFETY: clone with only an exit-signal of 0 is a fork; no pointers.
+    let child = unsafe { libc::syscall(libc::SYS_clone, 0usize, 0usize, 0usize, 0usize, 0usize) };
+    if child != 0 {
+        // SAFETY: restores the mask saved above.
+        unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, &saved, std::ptr::null_mut()) };
+    }
+    if child == 0 {
+        // SAFETY: in the child of the fork above; `theirs` is the keeper's end.
+        unsafe { keeper_process::start(theirs.as_raw_fd()) }
+    }
+    if child < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    drop(theirs);
+    let mut status = 0;
+    loop {
+        // SAFETY: waits for our own child; `status` is a local int.
+        let waited = unsafe { libc::waitpid(child as libc::pid_t, &mut status, libc::__WALL) };
+        if waited >= 0 || std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted
+        {
+            break;
+        }
+    }
+    let pid = read_i32(&control).map_err(|e| {
+        std::io::Error::new(e.kind(), format!("the keeper process did not start: {e}"))
+    })?;
+    Ok(Keeper {
+        pid: pid as u32,
+        control,
+        owner: std::process::id(),
+    })
+}
+
+/// Tells keeper `pid` that a consumer took a hand-over, and waits (briefly) until it has closed
+/// the descriptors of taken hand-overs, so that the handle stops naming the segment before the
+/// open returns. A process that is no keeper (the handle names a segment's creator) refuses the
+/// connection at once.
+pub(super) fn release_taken(pid: u32) {
+    // SAFETY: socket takes no pointers.
+    let raw = unsafe { libc::socket(libc::AF_UNIX, libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC, 0) };
+    if raw < 0 {
+        return;
+    }
     // SAFETY: a fresh descriptor that nothing else owns.
-    Some(unsafe { std::os::fd::FromRawFd::from_raw_fd(raw) })
+    let socket = unsafe { OwnedFd::from_raw_fd(raw) };
+    if set_timeouts(&socket, RELEASE_TIMEOUT).is_err() {
+        return;
+    }
+    let (address, len) = abstract_address(pid);
+    // SAFETY: connect reads `len` bytes of the address.
+    let connected = unsafe {
+        libc::connect(
+            socket.as_raw_fd(),
+            (&address as *const libc::sockaddr_un).cast(),
+            len as libc::socklen_t,
+        )
+    };
+    if connected == 0 {
+        let mut done = [0u8; 1];
+        // SAFETY: recv writes at most one byte into `done`.
+        unsafe { libc::recv(socket.as_raw_fd(), done.as_mut_ptr().cast(), 1, 0) };
+    }
+}
+
+/// The `sockaddr_un` of keeper `pid`'s abstract socket (`"\0dlbridge-keeper-<pid>"`) and its
+/// length, built without allocating.
+pub(super) fn abstract_address(pid: u32) -> (libc::sockaddr_un, usize) {
+    // SAFETY: sockaddr_un is plain data; zero is a valid value of every field.
+    let mut address: libc::sockaddr_un = unsafe { std::mem::zeroed() };
+    address.sun_family = libc::AF_UNIX as libc::sa_family_t;
+    let prefix = b"dlbridge-keeper-";
+    let mut len = 1; // sun_path[0] stays NUL: an abstract name
+    for &b in prefix {
+        address.sun_path[len] = b as libc::c_char;
+        len += 1;
+    }
+    let mut digits = [0u8; 10];
+    let mut n = 0;
+    let mut rest = pid;
+    loop {
+        digits[n] = b'0' + (rest % 10) as u8;
+        n += 1;
+        rest /= 10;
+        if rest == 0 {
+            break;
+        }
+    }
+    while n > 0 {
+        n -= 1;
+        address.sun_path[len] = digits[n] as libc::c_char;
+        len += 1;
+    }
+    (address, std::mem::size_of::<libc::sa_family_t>() + len)
 }

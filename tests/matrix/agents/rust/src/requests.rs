@@ -119,7 +119,8 @@ pub fn produce<T: CaseElement>(layout: Layout) -> Result<String, String> {
     let releases = produced.releases.clone();
     let handle = shm::export(&produced.tensor.view())
         .map_err(|e| format!("shm::export of the {layout} case: {e}"))?
-        .handoff();
+        .handoff()
+        .map_err(|e| format!("hand-over of the {layout} case: {e}"))?;
     drop(produced.tensor);
     let released = count(&releases);
     if released != 1 {
