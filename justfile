@@ -12,12 +12,13 @@ demo:
     @scripts/demo.sh
 
 # The whole test suite: Rust core and C ABI (unit, property, fuzz, ABI layout, header
-# freshness), the C program under valgrind, each frontend and the extension examples, the
-# cross-language matrix (its table goes to target/matrix/matrix.md), the demo's checks, and every
-# code block of the documentation. Writes no tracked file.
+# freshness), the published crates as `cargo package` makes them, the C program under valgrind,
+# each frontend and the extension examples, the cross-language matrix (its table goes to
+# target/matrix/matrix.md), the demo's checks, and every code block of the documentation. Writes no tracked file.
 [doc("The whole test suite: Rust, C, each frontend, the matrix, the demo, the docs' code blocks.")]
 test:
     @scripts/test-rust.sh
+    @scripts/test-crate-packages.sh
     @scripts/test-capi.sh
     @scripts/test-python.sh
     @scripts/test-pyo3-example.sh
