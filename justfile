@@ -26,6 +26,7 @@ test:
     @scripts/test-python-release.sh
     @scripts/test-node.sh
     @scripts/test-napi-example.sh
+    @scripts/test-npm-package.sh
     @scripts/test-julia.sh
     @scripts/test-julia-embedded.sh
     @scripts/test-mojo.sh
@@ -33,9 +34,11 @@ test:
     @scripts/demo.sh
     @scripts/test-docs.sh
 
-# Release build of the Python package: sdist + manylinux2014 abi3 wheel, checked by auditwheel.
+# Release builds into target/dist: the Python sdist + manylinux2014 abi3 wheel (checked by
+# auditwheel), and the npm tarballs (`dlbridge` and its platform package, napi-rs's layout).
 dist:
     @scripts/dist-python.sh
+    @scripts/dist-node.sh
 
 # Runs the cross-language matrix and writes its table to docs/matrix.md.
 matrix-docs:
