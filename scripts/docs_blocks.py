@@ -281,12 +281,17 @@ class Runner:
             built = Path(env["CARGO_TARGET_DIR"]) / "release" / f"lib{library.replace('-', '_')}.so"
             shutil.copy(built, folder / addon)
             if self.env.get("DOCS_NAPI"):
-                # With it, as napi-rs users build: `napi build --release` writes the same file.
+                # With it, as napi-rs users build: `napi build --release` writes the same file,
+                # which must load and export the same functions.
                 cli = folder / "napi-cli"
                 cli.mkdir()
                 run([self.env["DOCS_NAPI"], "build", "--release", "--output-dir", str(cli)])
-                for node_file in cli.glob("*.node"):
-                    shutil.copy(node_file, folder / node_file.name.replace(".node", ".napi-cli.node"))
+                same_exports = (
+                    "const keys = (f) => Object.keys(require(f)).sort().join();"
+                    f"const [a, b] = [keys('./{addon}'), keys('./napi-cli/{addon}')];"
+                    "if (a !== b || !a) { console.error(`${a} vs ${b}`); process.exit(1); }"
+                )
+                run(["node", "-e", same_exports])
             needs["addon"] = addon
         else:
             run(["cargo", "build", "--release", "--offline"])
