@@ -19,6 +19,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -97,7 +98,7 @@ def main() -> int:
         npm = ["npm", "install", "--offline", "--no-audit", "--no-fund", "--loglevel=error"]
         run([*npm, str(main_tgz), str(platform_tgz)], app, path)
 
-        def check(name: str, body) -> None:  # noqa: ANN001
+        def check(name: str, body: Callable[[], None]) -> None:
             try:
                 body()
             except AssertionError as error:

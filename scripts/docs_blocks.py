@@ -222,12 +222,14 @@ class Runner:
             for crate in sorted(packages.glob("*.crate"), key=lambda p: p.stat().st_mtime):
                 with tarfile.open(crate) as archive:
                     archive.extractall(unpacked, filter="data")
-                name = crate.name.removesuffix(".crate").rsplit("-", 1)[0]
+                stem = crate.name.removesuffix(".crate")
+                name = stem.rsplit("-", 1)[0]
                 lines = [line for line in lines if not line.startswith(f"{name} =")]
-                lines.append(f'{name} = {{ path = "{unpacked / crate.name.removesuffix(".crate")}" }}')
+                lines.append(f'{name} = {{ path = "{unpacked / stem}" }}')
             if len(lines) == 1:
                 raise SystemExit(
-                    f"docs_blocks: no .crate files in {packages} (run scripts/test-crate-packages.sh)"
+                    f"docs_blocks: no .crate files in {packages} "
+                    "(run scripts/test-crate-packages.sh)"
                 )
             self.patch = "\n".join(lines) + "\n"
         return self.patch
@@ -268,9 +270,11 @@ class Runner:
         if "pyproject.toml" in files:
             python_bin = Path(self.tool("DOCS_PYTHON")).parent
             wheels, site = folder / "wheels", folder / "site"
-            run([str(python_bin / "maturin"), "build", "--release", "--offline", "--out", str(wheels)])
+            maturin = str(python_bin / "maturin")
+            run([maturin, "build", "--release", "--offline", "--out", str(wheels)])
             pip = [str(python_bin / "python"), "-m", "pip", "install", "-q", "--no-deps"]
-            run([*pip, "--disable-pip-version-check", "--target", str(site), *map(str, wheels.glob("*.whl"))])
+            pip += ["--disable-pip-version-check", "--target", str(site)]
+            run([*pip, *map(str, wheels.glob("*.whl"))])
             needs["PYTHONPATH"] = str(site)
         elif "package.json" in files:
             manifest = tomllib.loads(files["Cargo.toml"])
@@ -350,7 +354,8 @@ class Runner:
             (workdir / "src").mkdir()
             (workdir / "src" / "main.rs").write_text(program)
             dependencies = 'dlbridge = "0.1"\n'
-            lock, target_name, patch = self.repo / "Cargo.lock", "docs-blocks", self.registry_patch()
+            lock, target_name = self.repo / "Cargo.lock", "docs-blocks"
+            patch = self.registry_patch()
             if EMBEDDED_JULIA in block.flags:
                 julia = self.repo / "bindings" / "julia"
                 dependencies = f'dlbridge = {{ path = "{self.repo}/crates/dlbridge" }}\n'
