@@ -36,6 +36,7 @@ test:
 
 # Release builds into target/dist: the Python sdist + manylinux2014 abi3 wheel (checked by
 # auditwheel), and the npm tarballs (`dlbridge` and its platform package, napi-rs's layout).
+[doc("Release builds into target/dist: the Python sdist and abi3 wheel, the npm tarballs.")]
 dist:
     @scripts/dist-python.sh
     @scripts/dist-node.sh
