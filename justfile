@@ -12,13 +12,15 @@ demo:
     @scripts/demo.sh
 
 # The whole test suite: Rust core and C ABI (unit, property, fuzz, ABI layout, header
-# freshness), the C program under valgrind, each frontend and the extension examples, dlbridge
-# on a real oneAPI device (dpnp on Intel's OpenCL CPU device), the cross-language matrix (its
-# table goes to target/matrix/matrix.md), the demo's checks, and every code block of the
-# documentation. Writes no tracked file.
+# freshness), the published crates as `cargo package` makes them, the C program under valgrind,
+# each frontend and the extension examples, dlbridge on a real oneAPI device (dpnp on Intel's
+# OpenCL CPU device), the npm tarballs installed without a Rust toolchain, the cross-language
+# matrix (its table goes to target/matrix/matrix.md), the demo's checks, and every code block of
+# the documentation. Writes no tracked file.
 [doc("The whole test suite: Rust, C, each frontend, the matrix, the demo, the docs' code blocks.")]
 test:
     @scripts/test-rust.sh
+    @scripts/test-crate-packages.sh
     @scripts/test-capi.sh
     @scripts/test-python.sh
     @scripts/test-pyo3-example.sh
@@ -27,6 +29,7 @@ test:
     @scripts/test-dpnp.sh
     @scripts/test-node.sh
     @scripts/test-napi-example.sh
+    @scripts/test-npm-package.sh
     @scripts/test-julia.sh
     @scripts/test-julia-embedded.sh
     @scripts/test-mojo.sh
@@ -34,9 +37,12 @@ test:
     @scripts/demo.sh
     @scripts/test-docs.sh
 
-# Release build of the Python package: sdist + manylinux2014 abi3 wheel, checked by auditwheel.
+# Release builds into target/dist: the Python sdist + manylinux2014 abi3 wheel (checked by
+# auditwheel), and the npm tarballs (`dlbridge` and its platform package, napi-rs's layout).
+[doc("Release builds into target/dist: the Python sdist and abi3 wheel, the npm tarballs.")]
 dist:
     @scripts/dist-python.sh
+    @scripts/dist-node.sh
 
 # Runs the cross-language matrix and writes its table to docs/matrix.md.
 matrix-docs:

@@ -21,7 +21,21 @@ Conventions a documentation block follows:
   written beside the first one, e.g. the second process of a shared-memory example. The part
   before the first such line is the program that runs.
 
-Rust blocks are the `src/main.rs` of a binary crate that depends on `crates/dlbridge` by path.
+- A block whose info string has the word `crate=NAME` belongs to the tutorial crate NAME, built
+  outside the workspace against the crates as a registry serves them: the `.crate` files of
+  `cargo package` (scripts/test-crate-packages.sh), unpacked and put in place of the registry's
+  by a `[patch.crates-io]` table in the crate's `.cargo/config.toml`. The first `rust crate=NAME`
+  block is the whole crate: its program is `src/lib.rs`, and its `// file:` sections include
+  `Cargo.toml` and a `pyproject.toml` (built with `maturin build`, the wheel installed into a
+  folder on PYTHONPATH) or a `package.json` (a napi-rs addon: `cargo build`, the library copied
+  to the `.node` file the manifest's `main` names; also built with `napi build` when DOCS_NAPI
+  names the `@napi-rs/cli` binary), and `build.rs` where it has one. Every later `rust
+  crate=NAME` block is an excerpt that must appear, as written, in that `src/lib.rs` (a `text`
+  block under it is shown, not compared). `python crate=NAME` blocks run with the extension
+  importable, `js crate=NAME` blocks beside the addon's `.node` file.
+
+Rust blocks are the `src/main.rs` of a binary crate that depends on `dlbridge = "0.1"`, patched
+to the packaged crate as above (blocks that embed Julia use `crates/dlbridge` by path).
 The tools come from the environment: DOCS_PYTHON, DOCS_JULIA, DOCS_MOJO, DOCS_DLPACK_INCLUDE,
 DOCS_LIB_DIR (where libdlbridge is), REPO_ROOT. Arguments: `--lang L` (repeatable) runs only
 those languages; file arguments replace the default document list. Exits nonzero when a block
@@ -32,12 +46,16 @@ from __future__ import annotations
 
 import argparse
 import ast
+import atexit
+import json
 import os
 import re
 import shutil
 import subprocess
 import sys
+import tarfile
 import tempfile
+import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -129,6 +147,23 @@ def output_matches(expected: str, actual: str) -> bool:
     return re.fullmatch(pattern, norm(actual), re.DOTALL) is not None
 
 
+def crate_of(block: Block) -> str | None:
+    """The tutorial crate a block belongs to (its `crate=NAME` flag), if any."""
+    for flag in block.flags:
+        if flag.startswith("crate="):
+            return flag.removeprefix("crate=")
+    return None
+
+
+def contains_excerpt(source: str, excerpt: str) -> bool:
+    """Whether `excerpt` appears in `source` as written, trailing spaces aside."""
+
+    def norm(text: str) -> str:
+        return "\n".join(line.rstrip() for line in text.strip("\n").splitlines())
+
+    return norm(excerpt) in norm(source)
+
+
 def julia_repl(text: str) -> tuple[list[str], str]:
     """Inputs of a `julia>` session and the output shown under them, one section per input."""
     inputs: list[list[str]] = []
@@ -165,6 +200,108 @@ class Runner:
     def __init__(self) -> None:
         self.repo = Path(os.environ["REPO_ROOT"])
         self.env = dict(os.environ)
+        self.patch: str | None = None
+        # Tutorial crates built so far: name -> (crate folder, what the crate's blocks need).
+        self.crates: dict[str, tuple[Path, dict[str, str]]] = {}
+        self.failed_crates: set[str] = set()
+        self.crates_root = Path(tempfile.mkdtemp(prefix="dlbridge-docs-crates-"))
+        atexit.register(shutil.rmtree, self.crates_root, True)
+
+    def target(self, name: str) -> Path:
+        """A build folder under the target directory, shared by every run."""
+        return Path(self.tool("DOCS_LIB_DIR")).parent / name
+
+    def registry_patch(self) -> str:
+        """A `[patch.crates-io]` table naming the unpacked `.crate` files of `cargo package`."""
+        if self.patch is None:
+            packages = self.target("package")
+            unpacked = self.target("docs-crates") / "packages"
+            shutil.rmtree(unpacked, ignore_errors=True)
+            unpacked.mkdir(parents=True)
+            lines = ["[patch.crates-io]"]
+            for crate in sorted(packages.glob("*.crate"), key=lambda p: p.stat().st_mtime):
+                with tarfile.open(crate) as archive:
+                    archive.extractall(unpacked, filter="data")
+                stem = crate.name.removesuffix(".crate")
+                name = stem.rsplit("-", 1)[0]
+                lines = [line for line in lines if not line.startswith(f"{name} =")]
+                lines.append(f'{name} = {{ path = "{unpacked / stem}" }}')
+            if len(lines) == 1:
+                raise SystemExit(
+                    f"docs_blocks: no .crate files in {packages} "
+                    "(run scripts/test-crate-packages.sh)"
+                )
+            self.patch = "\n".join(lines) + "\n"
+        return self.patch
+
+    def build_crate(self, name: str, block: Block) -> str:
+        """Builds the tutorial crate a `rust crate=NAME` block defines; returns its build log."""
+        program, files = split_files(block)
+        if name in self.crates or name in self.failed_crates:
+            raise AssertionError(f"crate {name} is defined twice")
+        self.failed_crates.add(name)
+        if "Cargo.toml" not in files:
+            raise AssertionError(f"crate {name}: its first block has no `// file: Cargo.toml`")
+        folder = self.crates_root / name
+        (folder / "src").mkdir(parents=True)
+        (folder / "src" / "lib.rs").write_text(program)
+        for file, text in files.items():
+            (folder / file).write_text(text)
+        (folder / ".cargo").mkdir()
+        (folder / ".cargo" / "config.toml").write_text(self.registry_patch())
+        # The workspace's lock file pins the registry dependencies to versions already fetched.
+        shutil.copy(self.repo / "Cargo.lock", folder / "Cargo.lock")
+        env = {**self.env, "CARGO_TARGET_DIR": str(self.target("docs-crates") / "target")}
+        needs: dict[str, str] = {}
+        log: list[str] = []
+
+        def run(argv: list[str], cwd: Path = folder) -> None:
+            done = subprocess.run(
+                argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=TIMEOUT_S
+            )
+            log.append(f"$ {' '.join(argv)}\n{done.stdout}{done.stderr}")
+            if done.returncode != 0 and "--offline" in argv and "offline mode" in done.stderr:
+                # A dependency the local cache lacks: fetch it from the registry.
+                run([arg for arg in argv if arg != "--offline"], cwd)
+                return
+            if done.returncode != 0:
+                raise AssertionError(f"exit status {done.returncode}\n" + "\n".join(log))
+
+        if "pyproject.toml" in files:
+            python_bin = Path(self.tool("DOCS_PYTHON")).parent
+            wheels, site = folder / "wheels", folder / "site"
+            maturin = str(python_bin / "maturin")
+            run([maturin, "build", "--release", "--offline", "--out", str(wheels)])
+            pip = [str(python_bin / "python"), "-m", "pip", "install", "-q", "--no-deps"]
+            pip += ["--disable-pip-version-check", "--target", str(site)]
+            run([*pip, *map(str, wheels.glob("*.whl"))])
+            needs["PYTHONPATH"] = str(site)
+        elif "package.json" in files:
+            manifest = tomllib.loads(files["Cargo.toml"])
+            library = manifest.get("lib", {}).get("name") or manifest["package"]["name"]
+            addon = json.loads(files["package.json"])["main"]
+            # Without @napi-rs/cli: cargo build, and the library copied to the .node file.
+            run(["cargo", "build", "--release", "--offline"])
+            built = Path(env["CARGO_TARGET_DIR"]) / "release" / f"lib{library.replace('-', '_')}.so"
+            shutil.copy(built, folder / addon)
+            if self.env.get("DOCS_NAPI"):
+                # With it, as napi-rs users build: `napi build --release` writes the same file,
+                # which must load and export the same functions.
+                cli = folder / "napi-cli"
+                cli.mkdir()
+                run([self.env["DOCS_NAPI"], "build", "--release", "--output-dir", str(cli)])
+                same_exports = (
+                    "const keys = (f) => Object.keys(require(f)).sort().join();"
+                    f"const [a, b] = [keys('./{addon}'), keys('./napi-cli/{addon}')];"
+                    "if (a !== b || !a) { console.error(`${a} vs ${b}`); process.exit(1); }"
+                )
+                run(["node", "-e", same_exports])
+            needs["addon"] = addon
+        else:
+            run(["cargo", "build", "--release", "--offline"])
+        self.failed_crates.discard(name)
+        self.crates[name] = (folder, needs)
+        return "\n".join(log)
 
     def tool(self, name: str) -> str:
         value = self.env.get(name)
@@ -216,15 +353,17 @@ class Runner:
             # file) is bindings/julia; a `// file: build.rs` section sits in the crate's root.
             (workdir / "src").mkdir()
             (workdir / "src" / "main.rs").write_text(program)
-            dependencies = f'dlbridge = {{ path = "{self.repo}/crates/dlbridge" }}\n'
+            dependencies = 'dlbridge = "0.1"\n'
             lock, target_name = self.repo / "Cargo.lock", "docs-blocks"
+            patch = self.registry_patch()
             if EMBEDDED_JULIA in block.flags:
                 julia = self.repo / "bindings" / "julia"
+                dependencies = f'dlbridge = {{ path = "{self.repo}/crates/dlbridge" }}\n'
                 dependencies += f'dlbridge-julia = {{ path = "{julia}/dlbridge-julia" }}\n'
-                lock, target_name = julia / "Cargo.lock", "docs-blocks-julia"
+                lock, target_name, patch = julia / "Cargo.lock", "docs-blocks-julia", ""
             (workdir / "Cargo.toml").write_text(
                 '[package]\nname = "docs-block"\nversion = "0.0.0"\nedition = "2021"\n\n'
-                f"[dependencies]\n{dependencies}\n[workspace]\n"
+                f"[dependencies]\n{dependencies}\n{patch}\n[workspace]\n"
             )
             shutil.copy(lock, workdir / "Cargo.lock")
             target = str(Path(self.tool("DOCS_LIB_DIR")).parent / target_name)
@@ -234,15 +373,44 @@ class Runner:
 
     def run(self, block: Block) -> str | None:
         """Runs one block; returns None when it passed, else what went wrong."""
+        crate = crate_of(block)
+        if crate is not None and block.lang == "rust":
+            try:
+                if crate in self.failed_crates:
+                    return f"crate {crate} did not build"
+                if crate not in self.crates:
+                    self.build_crate(crate, block)
+                else:
+                    source = (self.crates[crate][0] / "src" / "lib.rs").read_text()
+                    if not contains_excerpt(source, block.text):
+                        return f"not part of crate {crate}'s src/lib.rs as written"
+            except (AssertionError, subprocess.TimeoutExpired) as error:
+                return str(error)
+            block.expected = None
+            return None
+        env = dict(self.env)
+        if crate is not None:
+            if crate in self.failed_crates:
+                return f"crate {crate} did not build"
+            if crate not in self.crates:
+                return f"crate {crate} was not built (its rust block comes first)"
+            folder, needs = self.crates[crate]
+            if "PYTHONPATH" in needs:
+                env["PYTHONPATH"] = os.pathsep.join(
+                    filter(None, [needs["PYTHONPATH"], env.get("PYTHONPATH")])
+                )
         program, files = split_files(block)
         with tempfile.TemporaryDirectory(prefix="dlbridge-docs-") as tmp:
             workdir = Path(tmp)
             for name, text in files.items():
                 (workdir / name).write_text(text)
+            if crate is not None:
+                for addon in self.crates[crate][0].glob("*.node"):
+                    (workdir / addon.name).symlink_to(addon)
             argv, cwd = self.command(block, program, workdir)
             try:
                 done = subprocess.run(
-                    argv, cwd=cwd, env=self.env, capture_output=True, text=True, timeout=TIMEOUT_S
+                    argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=TIMEOUT_S
                 )
             except subprocess.TimeoutExpired:
                 return f"timed out after {TIMEOUT_S} s"
@@ -271,6 +439,9 @@ def default_documents(repo: Path) -> list[Path]:
         repo / "README.md",
         *sorted((repo / "docs").glob("*.md")),
         *sorted((repo / "bindings").glob("*/README.md")),
+        *sorted((repo / "crates").glob("*/README.md")),
+        repo / "examples" / "pyo3-extension" / "README.md",
+        repo / "examples" / "napi-addon" / "README.md",
     ]
 
 
@@ -326,7 +497,9 @@ def main() -> int:
                 print(f"block        {block.lang:6} {shown}", flush=True)
                 continue
             if args.extract:
-                extract(block, args.extract / re.sub(r"\W", "_", shown))
+                # A tutorial crate's blocks import the extension only the docs test builds.
+                if crate_of(block) is None:
+                    extract(block, args.extract / re.sub(r"\W", "_", shown))
                 continue
             problem = runner.run(block)
             checked = "output checked" if block.expected is not None else "exit status"

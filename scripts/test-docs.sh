@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# Runs every fenced code block of README.md, docs/*.md and bindings/*/README.md
-# (scripts/docs_blocks.py; the conventions are in docs/contributing-docs.md): Python blocks in the
-# python-test venv with the wheel built here, JavaScript with node and the built addon, Julia with
-# the project's Julia, Mojo with the project's Mojo, C compiled against dlbridge.h and dlpack.h,
-# shell blocks from the repository root. Checks the output where the document shows it.
+# Runs every fenced code block of README.md, docs/*.md, bindings/*/README.md, crates/*/README.md
+# and the extension tutorials' READMEs (examples/pyo3-extension, examples/napi-addon)
+# (scripts/docs_blocks.py states the conventions): Python blocks in the python-test venv with
+# the wheel built here, JavaScript with node and the built addon, the tutorials' crates outside
+# the workspace against the packaged crates, Julia with the project's Julia, Mojo with the
+# project's Mojo, C compiled against dlbridge.h and dlpack.h, shell blocks from the repository
+# root. Checks the output where the document shows it.
 #
 #   scripts/test-docs.sh                      every block
 #   scripts/test-docs.sh --lang python        one language (repeatable)
@@ -35,6 +37,34 @@ mojo_venv=$(ensure_venv mojo "$REPO_ROOT/requirements/mojo.txt")
 export DOCS_MOJO=$mojo_venv/bin/mojo
 
 "$REPO_ROOT/scripts/test-node.sh" --build-only >&2
+
+# The tutorial crates and the Rust blocks build against the crates as a registry serves them:
+# the .crate files of `cargo package` (verified by scripts/test-crate-packages.sh).
+"$REPO_ROOT/scripts/test-crate-packages.sh" --no-verify >&2
+
+# napi-rs's command-line tool (requirements/napi-cli), with which the napi-rs tutorial's addon is
+# also built as napi-rs users build it; cached by its lock file and Node's version.
+napi_cli() {
+  local spec=$REPO_ROOT/requirements/napi-cli hash dir
+  hash=$({ cat "$spec/package-lock.json"; node --version; } | sha256sum | cut -c1-16)
+  dir=$DLBRIDGE_CACHE/napi-cli-$hash
+  if [[ ! -e $dir/.complete ]]; then
+    mkdir -p "$DLBRIDGE_CACHE"
+    (
+      flock 9
+      if [[ ! -e $dir/.complete ]]; then
+        log "npm ci @napi-rs/cli into $dir"
+        rm -rf "$dir" && mkdir -p "$dir"
+        cp "$spec/package.json" "$spec/package-lock.json" "$dir/"
+        (cd "$dir" && npm ci --no-audit --no-fund --loglevel=error) >&2
+        touch "$dir/.complete"
+      fi
+    ) 9>"$dir.lock"
+  fi
+  printf '%s\n' "$dir/node_modules/.bin/napi"
+}
+DOCS_NAPI=$(napi_cli)
+export DOCS_NAPI
 
 # The python-test venv (numpy, torch, jax, ...) is shared by every clone: the dlbridge built here
 # comes from this clone's own folder, ahead of the venv's site-packages on PYTHONPATH (inherited

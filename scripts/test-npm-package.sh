@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# The npm packages as an application author installs them: builds the tarballs (`./just dist`'s
+# Node part, scripts/dist-node.sh, into target/dist), installs them into an empty project on a
+# PATH without cargo or rustc, runs the Node guide's Quick start there and type-checks against
+# the installed types (scripts/check_npm_install.py).
+# shellcheck source-path=SCRIPTDIR source=lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+mapfile -t tarballs < <("$REPO_ROOT/scripts/dist-node.sh")
+((${#tarballs[@]} == 2)) || { log "dist-node.sh printed ${#tarballs[@]} tarballs, not 2"; exit 1; }
+log "installing ${tarballs[*]##*/} into an empty project (no cargo, no rustc on PATH)"
+python3 "$REPO_ROOT/scripts/check_npm_install.py" "${tarballs[@]}"
