@@ -160,7 +160,7 @@ test('wrong ndim and layouts are RangeErrors naming the shape and strides', () =
     () => tensorops.first(strided),
     RangeError,
     'ERR_DLBRIDGE_NOT_CONTIGUOUS',
-    /expected a C-contiguous int64 CPU tensor .*, got a int64 Tensor of shape \[3\] and strides \[2\]/,
+    /expected a C-contiguous int64 CPU tensor .*, got an int64 Tensor of shape \[3\] and strides \[2\]/,
   );
 });
 

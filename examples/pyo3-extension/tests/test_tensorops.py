@@ -112,7 +112,7 @@ def test_wrong_dtype_ndim_and_layout_name_the_value():
         tensorops.first(np.arange(4)[::-1])
     with pytest.raises(TypeError, match="expected a DLPack tensor .* got list"):
         tensorops.length([1.0, 2.0])
-    with pytest.raises(TypeError, match="got a int64 tensor"):
+    with pytest.raises(TypeError, match="got an int64 tensor"):
         tensorops.scale_(torch.arange(3), 2.0)
     assert tensorops.first(np.arange(5, 9)) == 5
     assert tensorops.first(np.arange(0)) is None
