@@ -8,15 +8,16 @@ use std::ops::Deref;
 use std::ptr;
 
 use dlbridge::borrow_registry::RangeBorrow;
+use dlbridge::fixed_ndim::{Ndim, NdimDim, NdimDimension};
 use dlbridge::{
-    ArgumentSpec, AsTensorView, DataType, Device, Element, Flags, ManagedTensor, Tensor,
-    TensorView, UnmetRequirement,
+    indefinite_article, ArgumentSpec, AsTensorView, DataType, Device, Element, Flags,
+    ManagedTensor, Tensor, TensorView, UnmetRequirement,
 };
 use napi::bindgen_prelude::{
     FromNapiValue, JsValue, TypeName, Unknown, ValidateNapiValue, ValueType,
 };
 use napi::sys;
-use ndarray::{ArrayViewD, ArrayViewMutD};
+use ndarray::{ArrayView, ArrayViewMut};
 
 use crate::error::{Error, Result};
 use crate::js_values::describe_value;
@@ -207,6 +208,12 @@ impl<'env> JsTensor<'env> {
         self.len() == 0
     }
 
+    /// Size of the elements in bytes (number of elements times the element size; padding
+    /// between strided elements not counted).
+    pub fn nbytes(&self) -> usize {
+        self.view().nbytes()
+    }
+
     /// Element type.
     pub fn dtype(&self) -> DataType {
         self.view().dtype()
@@ -239,7 +246,9 @@ impl<'env> JsTensor<'env> {
                 let err = Error::type_error(
                     "ERR_DLBRIDGE_INVALID_ARGUMENT",
                     format!(
-                        "expected a tensor object to keep beyond the call, got a {} of length {length}",
+                        "expected a tensor object to keep beyond the call, got {} {} of length \
+                         {length}",
+                        indefinite_article(kind.name()),
                         kind.name()
                     ),
                 );
@@ -265,12 +274,16 @@ impl<'env> JsTensor<'env> {
     fn describe(&self) -> String {
         let view = self.view();
         match &self.source {
-            Source::Array { kind, length, .. } => format!(
-                "a {} of length {length} (a {} tensor of shape {:?})",
-                kind.name(),
-                view.dtype(),
-                view.shape()
-            ),
+            Source::Array { kind, length, .. } => {
+                let dtype = view.dtype().to_string();
+                format!(
+                    "{} {} of length {length} ({} {dtype} tensor of shape {:?})",
+                    indefinite_article(kind.name()),
+                    kind.name(),
+                    indefinite_article(&dtype),
+                    view.shape()
+                )
+            }
             Source::Tensor(_) => view.describe().with_noun("Tensor").to_string(),
         }
     }
@@ -374,7 +387,12 @@ fn unmet_requirement_error<T: Element>(
     };
     let mut expected = spec.expected::<T>();
     if let Ok(layout) = js_layout(T::DTYPE, false) {
-        let _ = write!(expected, " (a {} or a dlbridge Tensor)", layout.kind.name());
+        let name = layout.kind.name();
+        let _ = write!(
+            expected,
+            " ({} {name} or a dlbridge Tensor)",
+            indefinite_article(name)
+        );
     }
     new(
         code,
@@ -423,10 +441,10 @@ impl<'env> Typed<'env> {
         })
     }
 
-    fn as_array<T: Element>(&self) -> napi::Result<ArrayViewD<'_, T>> {
+    fn as_array<T: Element, D: ndarray::Dimension>(&self) -> napi::Result<ArrayView<'_, T, D>> {
         self.tensor
             .view()
-            .as_array::<T>()
+            .as_array_dim::<T, D>()
             .map_err(|err| self.tensor.napi_error(err.into()))
     }
 
@@ -511,8 +529,14 @@ impl<'env, T: Element, const NDIM: usize, const C: bool> JsTensorRef<'env, T, ND
         self.typed.as_slice()
     }
 
-    /// An ndarray view honouring the strides (negative and zero strides included).
-    pub fn as_array(&self) -> napi::Result<ArrayViewD<'_, T>> {
+    /// An ndarray view honouring the strides (negative and zero strides included), of the
+    /// argument's dimension type: `ArrayView2` for `NDIM = 2` (`Ix0` to `Ix6` for 0 to 6
+    /// dimensions), `ArrayViewD` for [`ANY_NDIM`]. Other `NDIM`s have no view (ndarray has no
+    /// fixed dimension type for them).
+    pub fn as_array(&self) -> napi::Result<ArrayView<'_, T, NdimDim<NDIM>>>
+    where
+        Ndim<NDIM>: NdimDimension,
+    {
         self.typed.as_array()
     }
 
@@ -579,18 +603,26 @@ impl<'env, T: Element, const NDIM: usize, const C: bool> JsTensorMut<'env, T, ND
         Ok(unsafe { std::slice::from_raw_parts_mut(data, len) })
     }
 
-    /// An ndarray view honouring the strides.
-    pub fn as_array(&self) -> napi::Result<ArrayViewD<'_, T>> {
+    /// An ndarray view honouring the strides, of the argument's dimension type (as
+    /// [`JsTensorRef::as_array`]).
+    pub fn as_array(&self) -> napi::Result<ArrayView<'_, T, NdimDim<NDIM>>>
+    where
+        Ndim<NDIM>: NdimDimension,
+    {
         self.typed.as_array()
     }
 
-    /// A mutable ndarray view honouring the strides; `RangeError` for broadcast (overlapping)
-    /// strides.
-    pub fn as_array_mut(&mut self) -> napi::Result<ArrayViewMutD<'_, T>> {
+    /// A mutable ndarray view honouring the strides, of the argument's dimension type
+    /// (`ArrayViewMut2` for `NDIM = 2`, `ArrayViewMutD` for [`ANY_NDIM`]); `RangeError` for
+    /// broadcast (overlapping) strides.
+    pub fn as_array_mut(&mut self) -> napi::Result<ArrayViewMut<'_, T, NdimDim<NDIM>>>
+    where
+        Ndim<NDIM>: NdimDimension,
+    {
         let view = self.typed.tensor.view();
         // SAFETY: `&mut self` and the borrow registry make this the only view of the memory
         // while the result lives; the memory is writable (checked at extraction).
-        unsafe { view.as_array_mut::<T>() }.map_err(|err| {
+        unsafe { view.as_array_mut_dim::<T, NdimDim<NDIM>>() }.map_err(|err| {
             self.typed.tensor.napi_error(match err {
                 dlbridge::Error::UnsupportedLayout(message) => {
                     Error::range_error("ERR_DLBRIDGE_UNSUPPORTED_LAYOUT", message)

@@ -75,6 +75,39 @@ impl Error {
         Self::new(ErrorClass::Error, code, message)
     }
 
+    /// The same error naming the parameter it concerns: "argument 'x': expected …".
+    ///
+    /// napi-rs converts a `#[napi]` function's arguments through `FromNapiValue`, which is told
+    /// neither the parameter's name nor its position, so the errors that a [`JsTensor`],
+    /// [`JsTensorRef`] or [`JsTensorMut`] parameter throws by itself name the value it got but
+    /// not the parameter. To name it, take the parameter as an `Unknown` and convert it with the
+    /// type's `new`:
+    ///
+    /// ```no_run
+    /// use dlbridge_napi::JsTensorRef;
+    /// use napi::bindgen_prelude::Unknown;
+    /// use napi::Env;
+    /// use napi_derive::napi;
+    ///
+    /// /// The dot product of two float64 tensors; errors name `x` or `y`.
+    /// #[napi]
+    /// pub fn dot(env: Env, x: Unknown<'_>, y: Unknown<'_>) -> napi::Result<f64> {
+    ///     let x = JsTensorRef::<f64, 1>::new(&x).map_err(|e| e.for_argument("x").to_napi(&env))?;
+    ///     let y = JsTensorRef::<f64, 1>::new(&y).map_err(|e| e.for_argument("y").to_napi(&env))?;
+    ///     Ok(x.as_array()?.dot(&y.as_array()?))
+    /// }
+    /// ```
+    ///
+    /// [`JsTensor`]: crate::JsTensor
+    /// [`JsTensorRef`]: crate::JsTensorRef
+    /// [`JsTensorMut`]: crate::JsTensorMut
+    pub fn for_argument(self, name: &str) -> Self {
+        Error {
+            message: format!("argument '{name}': {}", self.message),
+            ..self
+        }
+    }
+
     /// The JavaScript class.
     pub fn class(&self) -> ErrorClass {
         self.class

@@ -56,6 +56,23 @@
 //! thread writes (a typed array over a `SharedArrayBuffer` that a worker writes, a shared-memory
 //! tensor another process writes). Arguments belong to the call: do not keep them past it.
 //!
+//! ## What an argument tells
+//! Every argument type has [`shape`](JsTensor::shape), [`strides`](JsTensor::strides) (in
+//! elements), [`dtype`](JsTensor::dtype), [`device`](JsTensor::device),
+//! [`nbytes`](JsTensor::nbytes), [`len`](JsTensor::len) and [`ndim`](JsTensor::ndim) (typed
+//! arguments through `Deref`), with the names and types of `dlbridge-pyo3`'s arguments. A typed
+//! argument's [`as_array`](JsTensorRef::as_array) has its dimension type:
+//! `JsTensorRef<'_, f64, 2>` lends an `ArrayView2` (0 to 6 dimensions map to `Ix0` to `Ix6`, see
+//! [`dlbridge::fixed_ndim`]), `JsTensorRef<'_, f64>` an `ArrayViewD`.
+//!
+//! ## Errors and the parameter's name
+//! napi-rs converts each argument of a `#[napi]` function through `FromNapiValue`, which is told
+//! neither the parameter's name nor its position, and throws what the conversion returns: so
+//! the errors of a `JsTensor`, `JsTensorRef` or `JsTensorMut` parameter name the value passed
+//! ("got an Int32Array of length 3 (an int32 tensor of shape \[3\])"), not the parameter. To name
+//! it, take the parameter as an `Unknown` and convert it with the type's `new` and
+//! [`Error::for_argument`]: "argument 'x': expected …".
+//!
 //! ## Elements
 //! `T` is any [`dlbridge::Element`]: `bool`, integers, `f32`, `f64`, `half::f16`, `half::bf16`,
 //! `num_complex::Complex32`/`Complex64`.

@@ -16,7 +16,7 @@
 //!
 //! Packed sub-byte tensors (fp4/fp6 without IS_SUBBYTE_TYPE_PADDED) have no typed array.
 
-use dlbridge::{DataType, DataTypeCode};
+use dlbridge::{indefinite_article, DataType, DataTypeCode};
 use napi::sys;
 
 use crate::error::{Error, Result};
@@ -231,8 +231,9 @@ pub fn dtype_for(kind: ArrayKind, requested: Option<&str>) -> Result<(DataType, 
         return Err(Error::type_error(
             "ERR_DLBRIDGE_DTYPE_MISMATCH",
             format!(
-                "dtype {dtype} is viewed as {}, so it cannot be read from a {}",
+                "dtype {dtype} is viewed as {}, so it cannot be read from {} {}",
                 layout.kind.name(),
+                indefinite_article(kind.name()),
                 kind.name()
             ),
         ));

@@ -6,13 +6,15 @@ use std::mem::ManuallyDrop;
 use std::ops::Deref;
 
 use dlbridge::borrow_registry::RangeBorrow;
+use dlbridge::fixed_ndim::{Ndim, NdimDim, NdimDimension};
 use dlbridge::{
     ArgumentSpec, AsTensorView, DataType, Device, Element, Tensor, TensorView, UnmetRequirement,
 };
-use ndarray::{ArrayViewD, ArrayViewMutD};
+use ndarray::{ArrayView, ArrayViewMut};
 use pyo3::exceptions::{PyIndexError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 
+use crate::argument_errors::argument_error;
 use crate::autograd;
 use crate::buffer::LentBuffer;
 use crate::errors::to_py_err;
@@ -82,6 +84,13 @@ impl<'py> PyTensor<'py> {
     #[inline]
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+
+    /// Size of the elements in bytes (number of elements times the element size; padding
+    /// between strided elements not counted).
+    #[inline]
+    pub fn nbytes(&self) -> usize {
+        self.view().nbytes()
     }
 
     /// Element type.
@@ -159,7 +168,7 @@ impl<'a, 'py> FromPyObject<'a, 'py> for PyTensor<'py> {
 
     #[inline]
     fn extract(obj: Borrowed<'a, 'py, PyAny>) -> PyResult<Self> {
-        PyTensor::new(&obj)
+        PyTensor::new(&obj).map_err(|err| argument_error(obj.py(), err))
     }
 }
 
@@ -257,9 +266,9 @@ impl<'py> Typed<'py> {
         })
     }
 
-    /// An ndarray view honouring the strides.
-    fn as_array<T: Element>(&self) -> PyResult<ArrayViewD<'_, T>> {
-        self.tensor.view().as_array::<T>().map_err(to_py_err)
+    /// An ndarray view of dimension type `D` honouring the strides.
+    fn as_array<T: Element, D: ndarray::Dimension>(&self) -> PyResult<ArrayView<'_, T, D>> {
+        self.tensor.view().as_array_dim::<T, D>().map_err(to_py_err)
     }
 
     fn get<T: Element>(&self, index: &[usize]) -> PyResult<T> {
@@ -293,7 +302,9 @@ fn element_offset(view: &TensorView<'_>, index: &[usize]) -> PyResult<isize> {
 
 /// A read-only tensor argument of element type `T` on the CPU, checked at extraction:
 /// dtype `T` (else `TypeError`), `NDIM` dimensions unless [`ANY_NDIM`], C-contiguous when
-/// `C_CONTIGUOUS` (else `ValueError`). Error messages name what the argument actually is.
+/// `C_CONTIGUOUS` (else `ValueError`). Error messages name what the argument actually is and,
+/// for an argument of a `#[pyfunction]`, the parameter: "argument 'x': expected a 2-d float64
+/// CPU tensor, got …" (every class: see the crate docs).
 ///
 /// ```no_run
 /// use dlbridge_pyo3::PyTensorRef;
@@ -330,8 +341,14 @@ impl<'py, T: Element, const NDIM: usize, const C: bool> PyTensorRef<'py, T, NDIM
         self.typed.as_slice()
     }
 
-    /// An ndarray view honouring the strides (negative and zero strides included).
-    pub fn as_array(&self) -> PyResult<ArrayViewD<'_, T>> {
+    /// An ndarray view honouring the strides (negative and zero strides included), of the
+    /// argument's dimension type: `ArrayView2` for `NDIM = 2` (`Ix0` to `Ix6` for 0 to 6
+    /// dimensions), `ArrayViewD` for [`ANY_NDIM`]. Other `NDIM`s have no view (ndarray has no
+    /// fixed dimension type for them).
+    pub fn as_array(&self) -> PyResult<ArrayView<'_, T, NdimDim<NDIM>>>
+    where
+        Ndim<NDIM>: NdimDimension,
+    {
         self.typed.as_array()
     }
 
@@ -393,18 +410,26 @@ impl<'py, T: Element, const NDIM: usize, const C: bool> PyTensorMut<'py, T, NDIM
         Ok(unsafe { std::slice::from_raw_parts_mut(data, len) })
     }
 
-    /// An ndarray view honouring the strides.
-    pub fn as_array(&self) -> PyResult<ArrayViewD<'_, T>> {
+    /// An ndarray view honouring the strides, of the argument's dimension type (as
+    /// [`PyTensorRef::as_array`]).
+    pub fn as_array(&self) -> PyResult<ArrayView<'_, T, NdimDim<NDIM>>>
+    where
+        Ndim<NDIM>: NdimDimension,
+    {
         self.typed.as_array()
     }
 
-    /// A mutable ndarray view honouring the strides; ValueError for broadcast (overlapping)
-    /// strides.
-    pub fn as_array_mut(&mut self) -> PyResult<ArrayViewMutD<'_, T>> {
+    /// A mutable ndarray view honouring the strides, of the argument's dimension type
+    /// (`ArrayViewMut2` for `NDIM = 2`, `ArrayViewMutD` for [`ANY_NDIM`]); ValueError for
+    /// broadcast (overlapping) strides.
+    pub fn as_array_mut(&mut self) -> PyResult<ArrayViewMut<'_, T, NdimDim<NDIM>>>
+    where
+        Ndim<NDIM>: NdimDimension,
+    {
         let view = self.typed.tensor.view();
         // SAFETY: `&mut self` and the borrow registry make this the only view of the memory
         // while the result lives.
-        unsafe { view.as_array_mut::<T>() }.map_err(|err| match err {
+        unsafe { view.as_array_mut_dim::<T, NdimDim<NDIM>>() }.map_err(|err| match err {
             dlbridge::Error::UnsupportedLayout(message) => PyValueError::new_err(message),
             other => to_py_err(other),
         })
@@ -449,7 +474,7 @@ macro_rules! typed_argument_conversions {
 
             #[inline]
             fn extract(obj: Borrowed<'a, 'py, PyAny>) -> PyResult<Self> {
-                $name::new(&obj)
+                $name::new(&obj).map_err(|err| argument_error(obj.py(), err))
             }
         }
     };

@@ -81,12 +81,33 @@
 //! [`PyTensor::into_tensor`] turns an argument into an owned, `Send` [`dlbridge::Tensor`] that
 //! may outlive the call or move to other threads.
 //!
+//! ## What an argument tells
+//! Every argument type has [`shape`](PyTensor::shape), [`strides`](PyTensor::strides) (in
+//! elements), [`dtype`](PyTensor::dtype), [`device`](PyTensor::device),
+//! [`nbytes`](PyTensor::nbytes), [`len`](PyTensor::len) and [`ndim`](PyTensor::ndim) (typed
+//! arguments through `Deref`), with the names and types of `dlbridge-napi`'s arguments, and
+//! [`view`](PyTensor::view) for the rest of [`dlbridge::TensorView`]. A typed argument's
+//! [`as_array`](PyTensorRef::as_array) has its dimension type: `PyTensorRef<'_, f64, 2>` lends
+//! an `ArrayView2` (0 to 6 dimensions map to `Ix0` to `Ix6`, see
+//! [`dlbridge::fixed_ndim`]), `PyTensorRef<'_, f64>` an `ArrayViewD`.
+//!
+//! ## Errors name the parameter
+//! An argument of a `#[pyfunction]` that fails extraction raises "argument 'x': expected a 2-d
+//! float64 CPU tensor, got …", whatever the class. pyo3 does not tell a conversion which
+//! parameter it converts; it adds the note "while processing 'x'" to the exception afterwards
+//! (Python 3.11+). An argument's `TypeError`, `ValueError`, `BufferError` and `MemoryError` are
+//! raised as subclasses of exactly those classes (`dlbridge_pyo3.ArgumentValueError`, …) that
+//! take that note into their message, so `except ValueError` still catches them. Exceptions of
+//! other classes (a producer's own `RuntimeError`) are raised as they are, with pyo3's note.
+//! Arguments made with `new` outside a `#[pyfunction]` raise the plain message.
+//!
 //! ## Elements
 //! `T` is any [`dlbridge::Element`]: `bool`, integers, `f32`, `f64`, `half::f16`, `half::bf16`,
 //! `num_complex::Complex32`/`Complex64`. A `bool` argument's bytes are checked at extraction:
 //! one holding anything but 0 or 1 is refused with a `ValueError` naming the element and the
 //! byte (take such data as `u8`).
 
+mod argument_errors;
 mod arguments;
 mod autograd;
 mod buffer;

@@ -4,6 +4,7 @@
 
 use std::fmt::{self, Write as _};
 
+use crate::description::indefinite_article;
 use crate::dtype::Element;
 use crate::error::Error;
 use crate::layout::Order;
@@ -108,7 +109,8 @@ impl ArgumentSpec {
 }
 
 impl UnmetRequirement {
-    /// "expected a {expected}, got {got}", for a `view` that failed this requirement; a
+    /// "expected a {expected}, got {got}" ("an" where `expected` starts with a vowel sound, as
+    /// [`indefinite_article`] judges), for a `view` that failed this requirement; a
     /// misaligned one adds where element 0 is ("… whose element 0 at 0x7f01 is not aligned for
     /// float32"), and [`Values`](Self::Values) is the core error's own message.
     pub fn message(
@@ -117,14 +119,16 @@ impl UnmetRequirement {
         expected: &dyn fmt::Display,
         got: &dyn fmt::Display,
     ) -> String {
+        let expected = expected.to_string();
+        let a = indefinite_article(&expected);
         match self {
             UnmetRequirement::Alignment => format!(
-                "expected a {expected}, got {got} whose element 0 at {:p} is not aligned for {}",
+                "expected {a} {expected}, got {got} whose element 0 at {:p} is not aligned for {}",
                 view.data_ptr(),
                 view.dtype()
             ),
             UnmetRequirement::Values(err) => err.to_string(),
-            _ => format!("expected a {expected}, got {got}"),
+            _ => format!("expected {a} {expected}, got {got}"),
         }
     }
 }
@@ -258,5 +262,24 @@ mod tests {
             writable: true,
         };
         assert_eq!(spec.expected::<f64>(), "writable 3-d float64 CPU tensor");
+    }
+
+    #[test]
+    fn messages_take_the_article_of_what_they_name() {
+        let t = Tensor::from_vec(vec![0f32; 6], &[6]).unwrap();
+        let v = t.view();
+        let unmet = ANY.check::<i32>(&v).unwrap_err();
+        assert_eq!(
+            unmet.message(&v, &ANY.expected::<i32>(), &v.describe()),
+            "expected an int32 CPU tensor, got a float32 tensor of shape [6] and strides [1] on cpu"
+        );
+        let eight = ArgumentSpec { ndim: 8, ..ANY };
+        assert_eq!(
+            eight
+                .check::<f32>(&v)
+                .unwrap_err()
+                .message(&v, &eight.expected::<f32>(), &""),
+            "expected an 8-d float32 CPU tensor, got "
+        );
     }
 }

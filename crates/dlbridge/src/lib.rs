@@ -41,6 +41,8 @@ pub mod dtype;
 mod error;
 pub mod export;
 pub mod ffi;
+#[cfg(feature = "ndarray")]
+pub mod fixed_ndim;
 mod flags;
 pub mod layout;
 mod managed;
@@ -54,7 +56,7 @@ mod view;
 
 pub use argument_spec::{ArgumentSpec, UnmetRequirement};
 pub use buffer::AlignedBuffer;
-pub use description::Description;
+pub use description::{indefinite_article, Description};
 pub use device::{Device, DeviceType};
 pub use dtype::{DataType, DataTypeCode, Element};
 pub use error::{Error, Result};

@@ -7,7 +7,7 @@ use dlbridge_napi::{
     TensorObject, TypedArrayExport, ANY_NDIM,
 };
 use half::{bf16, f16};
-use napi::bindgen_prelude::{BigInt, Float32Array};
+use napi::bindgen_prelude::{BigInt, Float32Array, Unknown};
 use napi::Env;
 use napi_derive::napi;
 use num_complex::Complex32;
@@ -82,6 +82,81 @@ pub fn sum_complex(x: JsTensorRef<'_, Complex32>) -> napi::Result<Vec<f64>> {
 #[napi(strict)]
 pub fn trace(x: JsTensorRef<'_, f64, 2>) -> napi::Result<f64> {
     Ok(x.as_array()?.diag().sum())
+}
+
+/// `a @ v` for a 2-d and a 1-d float64 tensor, as a new Float64Array: a `JsTensorRef<f64, 2>`
+/// lends an `ArrayView2` and a `JsTensorRef<f64, 1>` an `ArrayView1`, which have ndarray's
+/// matrix product (dynamic `ArrayViewD`s do not).
+#[napi]
+pub fn matvec(
+    env: &Env,
+    a: JsTensorRef<'_, f64, 2>,
+    v: JsTensorRef<'_, f64, 1>,
+) -> napi::Result<TypedArrayExport> {
+    let (a, v) = (a.as_array()?, v.as_array()?);
+    if a.ncols() != v.len() {
+        let message = format!(
+            "matvec: a has {} columns, v has {} elements",
+            a.ncols(),
+            v.len()
+        );
+        return Err(Error::range_error("ERR_SHAPE_MISMATCH", message).to_napi(env));
+    }
+    TypedArrayExport::from_array(a.dot(&v)).map_err(|err| err.to_napi(env))
+}
+
+/// Sets the diagonal of a 2-d float32 tensor to `value`, in place, through an `ArrayViewMut2`.
+#[napi(js_name = "fillDiagonal_")]
+pub fn fill_diagonal(mut x: JsTensorMut<'_, f32, 2>, value: f64) -> napi::Result<()> {
+    let mut m = x.as_array_mut()?;
+    let (rows, cols) = m.dim();
+    for i in 0..rows.min(cols) {
+        m[[i, i]] = value as f32;
+    }
+    Ok(())
+}
+
+/// What a tensor argument is (see [`info`]).
+#[napi(object)]
+pub struct TensorInfo {
+    /// Dimension sizes.
+    pub shape: Vec<i64>,
+    /// Strides in elements.
+    pub strides: Vec<i64>,
+    /// The dtype's name.
+    pub dtype: String,
+    /// The device's name.
+    pub device: String,
+    /// Size of the elements in bytes.
+    pub nbytes: u32,
+}
+
+/// What a float32 tensor argument is: shape, strides, dtype, device and size in bytes (the
+/// accessors every argument type shares).
+#[napi]
+pub fn info(x: JsTensorMut<'_, f32>) -> TensorInfo {
+    TensorInfo {
+        shape: x.shape().to_vec(),
+        strides: x.strides().to_vec(),
+        dtype: x.dtype().to_string(),
+        device: x.device().to_string(),
+        nbytes: x.nbytes() as u32,
+    }
+}
+
+/// The dot product of two 1-d float64 tensors, whose errors name the parameter: napi-rs does
+/// not tell an argument's conversion its name, so they are taken as `Unknown` and converted
+/// here.
+#[napi]
+pub fn dot(env: &Env, x: Unknown<'_>, y: Unknown<'_>) -> napi::Result<f64> {
+    let x = JsTensorRef::<f64, 1>::new(&x).map_err(|e| e.for_argument("x").to_napi(env))?;
+    let y = JsTensorRef::<f64, 1>::new(&y).map_err(|e| e.for_argument("y").to_napi(env))?;
+    let (x, y) = (x.as_array()?, y.as_array()?);
+    if x.len() != y.len() {
+        let message = format!("dot: x has {} elements, y has {}", x.len(), y.len());
+        return Err(Error::range_error("ERR_SHAPE_MISMATCH", message).to_napi(env));
+    }
+    Ok(x.dot(&y))
 }
 
 /// The first element of a C-contiguous int64 tensor, read through a slice.

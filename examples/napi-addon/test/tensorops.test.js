@@ -160,8 +160,52 @@ test('wrong ndim and layouts are RangeErrors naming the shape and strides', () =
     () => tensorops.first(strided),
     RangeError,
     'ERR_DLBRIDGE_NOT_CONTIGUOUS',
-    /expected a C-contiguous int64 CPU tensor .*, got a int64 Tensor of shape \[3\] and strides \[2\]/,
+    /expected a C-contiguous int64 CPU tensor .*, got an int64 Tensor of shape \[3\] and strides \[2\]/,
   );
+});
+
+test('fixed-dimension views compute through any strides, in place at the same address', () => {
+  const a = dlbridge.fromTypedArray(Float64Array.from([0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11]), { shape: [3, 4] });
+  const v = Float64Array.from([1, 0, 2, -1]);
+  assert.deepEqual(Array.from(tensorops.matvec(a, v)), [1, 9, 17]);
+  const reversed = dlbridge.fromTypedArray(Float64Array.from([-1, 9, 2, 9, 0, 9, 1]), { shape: [4], strides: [-2], offset: 6 });
+  assert.deepEqual(Array.from(tensorops.matvec(a, reversed)), [1, 9, 17]);
+  assertThrows(() => tensorops.matvec(a, new Float64Array(3)), RangeError, 'ERR_SHAPE_MISMATCH', /a has 4 columns, v has 3 elements/);
+  assertThrows(() => tensorops.matvec(a, a), RangeError, 'ERR_DLBRIDGE_NDIM_MISMATCH',
+    /expected a 1-d float64 CPU tensor .*, got a float64 Tensor of shape \[3, 4\]/);
+
+  const memory = new Float32Array(48);
+  const m = dlbridge.fromTypedArray(memory, { shape: [3, 4], strides: [16, -2], offset: 6 });
+  tensorops.fillDiagonal_(m, 7);
+  assert.equal(tensorops.dataPtr(m), tensorops.dataPtr(memory) + 24n);
+  assert.deepEqual(Array.from(memory.keys()).filter((i) => memory[i] !== 0), [6, 20, 34]);
+  assert.deepEqual(Array.from(m.toTypedArray({ copy: true })), [7, 0, 0, 0, 0, 7, 0, 0, 0, 0, 7, 0]);
+  assertThrows(() => tensorops.fillDiagonal_(new Float32Array(4), 1), RangeError, 'ERR_DLBRIDGE_NDIM_MISMATCH',
+    /expected a writable 2-d float32 CPU tensor \(a Float32Array or a dlbridge Tensor\), got a Float32Array of length 4/);
+});
+
+test('arguments report shape, strides, dtype, device and nbytes', () => {
+  assert.deepEqual(tensorops.info(new Float32Array(5)), { shape: [5], strides: [1], dtype: 'float32', device: 'cpu', nbytes: 20 });
+  const t = dlbridge.fromTypedArray(new Float32Array(24), { shape: [2, 3], strides: [-12, 2], offset: 12 });
+  assert.deepEqual(tensorops.info(t), { shape: [2, 3], strides: [-12, 2], dtype: 'float32', device: 'cpu', nbytes: 24 });
+  assert.deepEqual(tensorops.info(dlbridge.empty([0, 3], 'float32')), { shape: [0, 3], strides: [3, 1], dtype: 'float32', device: 'cpu', nbytes: 0 });
+});
+
+test('arguments converted with new() name the parameter in every error class', () => {
+  const x = Float64Array.from([1, 2, 3]);
+  assert.equal(tensorops.dot(x, Float64Array.from([1, 1, 2])), 9);
+  const ro = dlbridge.fromTypedArray(Float64Array.from([1, 2, 3]), { readonly: true });
+  assert.equal(tensorops.dot(ro, x), 14);
+  assertThrows(() => tensorops.dot(x, new Int32Array(3)), TypeError, 'ERR_DLBRIDGE_DTYPE_MISMATCH',
+    /^argument 'y': expected a 1-d float64 CPU tensor \(a Float64Array or a dlbridge Tensor\), got an Int32Array of length 3 \(an int32 tensor of shape \[3\]\)$/);
+  assertThrows(() => tensorops.dot([1, 2], x), TypeError, 'ERR_DLBRIDGE_INVALID_ARGUMENT',
+    /^argument 'x': expected a typed array or a dlbridge Tensor, got an array/);
+  assertThrows(() => tensorops.dot(x, dlbridge.empty([3, 1], 'float64')), RangeError, 'ERR_DLBRIDGE_NDIM_MISMATCH',
+    /^argument 'y': expected a 1-d float64 CPU tensor .*, got a float64 Tensor of shape \[3, 1\]/);
+  assertThrows(() => tensorops.dot(x, new Float64Array(2)), RangeError, 'ERR_SHAPE_MISMATCH', /^dot: x has 3 elements, y has 2$/);
+  // Arguments napi-rs converts by itself name the value they got, not the parameter.
+  assertThrows(() => tensorops.length(new Int32Array(3)), TypeError, 'ERR_DLBRIDGE_DTYPE_MISMATCH',
+    /^expected a float32 CPU tensor \(a Float32Array or a dlbridge Tensor\), got an Int32Array of length 3/);
 });
 
 test('read-only Tensors are read but never lent mutably', () => {

@@ -5,7 +5,7 @@ use dlbridge::{DataType, DataTypeCode, Order, Tensor};
 use dlbridge_pyo3::{to_py_err, Export, PyTensor, PyTensorMut, PyTensorRef};
 use ndarray::{ArrayD, Axis};
 use num_complex::Complex64;
-use pyo3::exceptions::PyTypeError;
+use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyComplex, PyFloat};
 
@@ -119,6 +119,46 @@ fn column_sums(x: PyTensorRef<'_, f64, 2>) -> PyResult<Export> {
     Export::from_array(x.as_array()?.sum_axis(Axis(0)))
 }
 
+/// `a @ v` for a 2-d and a 1-d float64 tensor, as a new tensor: a `PyTensorRef<f64, 2>` lends an
+/// `ArrayView2` and a `PyTensorRef<f64, 1>` an `ArrayView1`, which have ndarray's matrix
+/// product (dynamic `ArrayViewD`s do not).
+#[pyfunction]
+fn matvec(a: PyTensorRef<'_, f64, 2>, v: PyTensorRef<'_, f64, 1>) -> PyResult<Export> {
+    let (a, v) = (a.as_array()?, v.as_array()?);
+    if a.ncols() != v.len() {
+        return Err(PyValueError::new_err(format!(
+            "matvec: a has {} columns, v has {} elements",
+            a.ncols(),
+            v.len()
+        )));
+    }
+    Export::from_array(a.dot(&v))
+}
+
+/// Sets the diagonal of a 2-d float32 tensor to `value`, in place, through an `ArrayViewMut2`.
+#[pyfunction]
+fn fill_diagonal_(mut x: PyTensorMut<'_, f32, 2>, value: f32) -> PyResult<()> {
+    let mut m = x.as_array_mut()?;
+    let (rows, cols) = m.dim();
+    for i in 0..rows.min(cols) {
+        m[[i, i]] = value;
+    }
+    Ok(())
+}
+
+/// What a float32 tensor argument is: shape, strides, dtype, device and size in bytes (the
+/// accessors every argument type shares).
+#[pyfunction]
+fn info(x: PyTensorMut<'_, f32>) -> (Vec<i64>, Vec<i64>, String, String, usize) {
+    (
+        x.shape().to_vec(),
+        x.strides().to_vec(),
+        x.dtype().to_string(),
+        x.device().to_string(),
+        x.nbytes(),
+    )
+}
+
 /// Whether `x`'s dtype is complex (a `PyTensor` accepts any dtype and device).
 #[pyfunction]
 fn is_complex(x: PyTensor<'_>) -> bool {
@@ -138,5 +178,8 @@ fn tensorops(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(scaled, m)?)?;
     m.add_function(wrap_pyfunction!(column_sums, m)?)?;
     m.add_function(wrap_pyfunction!(is_complex, m)?)?;
+    m.add_function(wrap_pyfunction!(matvec, m)?)?;
+    m.add_function(wrap_pyfunction!(fill_diagonal_, m)?)?;
+    m.add_function(wrap_pyfunction!(info, m)?)?;
     Ok(())
 }

@@ -2,6 +2,7 @@
 counting producer for deleter counts). Every test checks values, addresses or counts."""
 
 import gc
+import re
 import resource
 import subprocess
 import sys
@@ -112,11 +113,95 @@ def test_wrong_dtype_ndim_and_layout_name_the_value():
         tensorops.first(np.arange(4)[::-1])
     with pytest.raises(TypeError, match="expected a DLPack tensor .* got list"):
         tensorops.length([1.0, 2.0])
-    with pytest.raises(TypeError, match="got a int64 tensor"):
+    with pytest.raises(TypeError, match="got an int64 tensor"):
         tensorops.scale_(torch.arange(3), 2.0)
     assert tensorops.first(np.arange(5, 9)) == 5
     assert tensorops.first(np.arange(0)) is None
     assert tensorops.trace(np.arange(9.0).reshape(3, 3)[::-1]) == 2 + 4 + 6
+
+
+def test_fixed_dimension_views_compute_through_any_strides():
+    a = np.arange(12.0).reshape(3, 4)
+    v = np.array([1.0, 0.0, 2.0, 0.0, 3.0, 0.0, -1.0, 0.0])[::2]
+    for aa, vv in ((a, v), (a[::-1], v[::-1]), (torch.from_numpy(a).T.contiguous().T, v.copy())):
+        np.testing.assert_array_equal(np.from_dlpack(tensorops.matvec(aa, vv)),
+                                      np.asarray(aa) @ np.asarray(vv))
+    with pytest.raises(ValueError, match="matvec: a has 4 columns, v has 3 elements"):
+        tensorops.matvec(a, np.ones(3))
+
+    m = np.zeros((6, 8), dtype=np.float32)
+    view = m[::2, ::-2]  # 3 x 4, negative column stride
+    address = np_ptr(view)
+    tensorops.fill_diagonal_(view, 7.0)
+    assert np_ptr(view) == address
+    np.testing.assert_array_equal(view, [[7, 0, 0, 0], [0, 7, 0, 0], [0, 0, 7, 0]])
+    assert m.sum() == 21.0 and m[0, 7] == m[2, 5] == m[4, 3] == 7.0
+    t = torch.zeros(2, 2)
+    tensorops.fill_diagonal_(t, 1.5)
+    assert t.tolist() == [[1.5, 0.0], [0.0, 1.5]]
+    with pytest.raises(ValueError, match=r"argument 'x': expected a writable 2-d float32 CPU "
+                                         r"tensor, got a float32 tensor of shape \[4\]"):
+        tensorops.fill_diagonal_(np.zeros(4, np.float32), 1.0)
+
+
+def test_arguments_report_shape_strides_dtype_device_and_nbytes():
+    base = np.zeros((4, 6), dtype=np.float32)
+    assert tensorops.info(base[::2, ::-3]) == ([2, 2], [12, -3], "float32", "cpu", 16)
+    assert tensorops.info(torch.zeros(2, 3, 5)) == ([2, 3, 5], [15, 5, 1], "float32", "cpu", 120)
+    assert tensorops.info(np.zeros((0, 3), np.float32))[4] == 0
+    assert tensorops.info(np.array(2.0, dtype=np.float32)) == ([], [], "float32", "cpu", 4)
+
+
+class _Raising:
+    """A producer whose `__dlpack__` raises its own exception."""
+
+    def __dlpack__(self, **kwargs):
+        raise RuntimeError("producer says no")
+
+    def __dlpack_device__(self):
+        return (1, 0)
+
+
+def test_errors_name_the_parameter_whatever_their_class():
+    def raised(cls, f, *args):
+        with pytest.raises(cls) as info:
+            f(*args)
+        return info.value
+
+    x, y = np.ones(3, np.float32), np.ones(3, np.float32)
+    ro = np.ones(3, np.float32)
+    ro.flags.writeable = False
+    cases = [
+        (TypeError, tensorops.length, (np.zeros(2),), "x", "expected a float32 CPU tensor, got a "
+                                                           "float64 tensor"),
+        (TypeError, tensorops.add_, (x, np.zeros(3, np.int32)), "y",
+         "expected a float32 CPU tensor, got an int32 tensor"),
+        (TypeError, tensorops.sum, ([1.0],), "x", "expected a DLPack tensor"),
+        (ValueError, tensorops.trace, (np.zeros(4),), "x", "expected a 2-d float64 CPU tensor"),
+        (ValueError, tensorops.matvec, (np.eye(2), np.eye(2)), "v",
+         "expected a 1-d float64 CPU tensor, got a float64 tensor of shape \\[2, 2\\]"),
+        (ValueError, tensorops.first, (np.arange(4)[::-1],), "x",
+         "expected a C-contiguous int64 CPU tensor, got an int64 tensor"),
+        (ValueError, tensorops.add_, (ro, y), "x", "expected a writable float32 CPU tensor, got a "
+                                                   "read-only float32 tensor"),
+        (ValueError, tensorops.add_, (torch.ones(3, requires_grad=True), y), "x",
+         "it requires grad"),
+        (ValueError, tensorops.add_, (x, x), "y", "overlaps memory that another argument"),
+        (BufferError, tensorops.sum, (torch.ones(2).to_sparse(),), "x", ""),
+    ]
+    for cls, f, args, name, message in cases:
+        err = raised(cls, f, *args)
+        assert type(err) is not cls and isinstance(err, cls), (f, type(err))
+        text = str(err)
+        assert text.startswith(f"argument '{name}': "), text
+        assert re.search(message, text), (message, text)
+        assert text.count("argument '") == 1, text
+        assert not getattr(err, "__notes__", None), "the name is taken into the message"
+    # A producer's own exception is the producer's: raised as it is.
+    err = raised(RuntimeError, tensorops.sum, _Raising())
+    assert type(err) is RuntimeError and str(err) == "producer says no"
+    # Called directly (no pyo3 note), the message is the plain one.
+    assert tensorops.sum(np.ones(2)) == 2.0
 
 
 def test_bool_bytes_other_than_0_and_1_are_refused_naming_the_byte():
@@ -325,7 +410,7 @@ print("length", tensorops.length(WithDunder()))
 """
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
-    assert "TypeError: expected a DLPack tensor" in out.stdout
+    assert "TypeError: argument 'x': expected a DLPack tensor" in out.stdout
     published = "got Evil, whose type publishes __dlpack_c_exchange_api__ = a table whose code"
     assert published in out.stdout
     assert "laid out by the Python interpreter" in out.stdout
