@@ -640,7 +640,9 @@ int dlb_tensor_check_values(const struct dlb_tensor *t);
  * The copy is writable and flagged DLB_FLAG_IS_COPIED (READ_ONLY is not carried over); it is
  * the only way this library copies data. Errors: DLB_ERR_NOT_ON_CPU for device memory,
  * DLB_ERR_UNKNOWN_NAME for another `order`, DLB_ERR_UNSUPPORTED_LAYOUT for packed sub-byte data
- * to F order, DLB_ERR_ALLOCATION_FAILED. On failure `*out` is NULL.
+ * to F order, DLB_ERR_ALLOCATION_FAILED — also, before allocating, for a copy larger than the
+ * memory the system has available (a huge stride-0 view, say), which the kernel might grant
+ * and then back with the out-of-memory killer. On failure `*out` is NULL.
  *
  * # Safety
  * `t` is NULL or a live handle; `out` is NULL or writable.

@@ -1060,6 +1060,20 @@ static void test_shared_memory(void) {
     dlb_tensor_free(src);
 }
 
+/* A copy the machine cannot back is refused before anything is allocated: a stride-0 view of
+ * one float repeated 2^40 times (4 TiB) gives DLB_ERR_ALLOCATION_FAILED, not the OOM killer. */
+static void test_copy_beyond_memory(void) {
+    float one = 1.0f;
+    int64_t shape[1] = {(int64_t)1 << 40}, strides[1] = {0};
+    dlb_tensor *t = NULL, *copy = NULL;
+    CHECK_OK(dlb_tensor_from_memory(&one, 1, shape, strides, dtype(kDLFloat, 32, 1), CPU, 0, NULL,
+                                    NULL, &t));
+    CHECK_FAILS(dlb_tensor_copy(t, DLB_ORDER_C, &copy), DLB_ERR_ALLOCATION_FAILED);
+    CHECK_MESSAGE_HAS("4398046511104 bytes");
+    CHECK(copy == NULL);
+    dlb_tensor_free(t);
+}
+
 /* The one bool rule: a bool element is the byte 0 or 1. Bytes [0, 1, 2, 255] give
  * DLB_ERR_INVALID_BOOL naming element 2 and its byte; a strided view that skips the bad bytes
  * passes, and so does any byte pattern of another dtype. */
@@ -1134,6 +1148,7 @@ int main(void) {
     test_null_arguments();
     test_dims_buffer_capacity();
     test_bool_bytes();
+    test_copy_beyond_memory();
     test_last_error_is_per_thread_and_sticky();
     test_release_queue();
     test_shared_memory();
