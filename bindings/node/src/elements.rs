@@ -68,13 +68,14 @@ impl Kind {
 }
 
 /// The address of the element at `index` (one non-negative index per dimension, each below its
-/// dimension), with the element's kind. Checks the device and that JS memory is still attached.
+/// dimension), with the element's kind and the checked index. Checks the device and that JS
+/// memory is still attached.
 fn element_address(
     scope: Scope<'_>,
     tensor: &Tensor,
     index: Handle<'_>,
     function: &str,
-) -> Outcome<(*mut u8, Kind)> {
+) -> Outcome<(*mut u8, Kind, Vec<usize>)> {
     let shared = tensor.shared();
     if let Some(memory) = shared.js_memory() {
         memory.check_alive(scope)?;
@@ -97,19 +98,28 @@ fn element_address(
         .zip(view.strides())
         .map(|(&i, &s)| i as isize * s as isize * itemsize)
         .sum();
-    Ok((view.data_ptr().wrapping_offset(offset), kind))
+    let index = index.iter().map(|&i| i as usize).collect();
+    Ok((view.data_ptr().wrapping_offset(offset), kind, index))
 }
 
-/// Reads the element of `kind` at `at`.
+/// Reads the element of `kind` at `at` (at `index`, which names it in errors). A bool element
+/// holding a byte other than 0 or 1 is refused (`ERR_DLBRIDGE_INVALID_BOOL`): dlbridge's one
+/// bool rule, the same in every frontend.
 ///
 /// # Safety
 /// `at` is an in-bounds element of a live host tensor of that kind.
-unsafe fn read(at: *const u8, kind: Kind) -> JsElement {
+unsafe fn read(at: *const u8, kind: Kind, index: &[usize]) -> Outcome<JsElement> {
     // SAFETY: every arm reads one element of `kind` at `at`, which the caller's contract makes
     // readable; unaligned reads are allowed.
-    unsafe {
+    Ok(unsafe {
         match kind {
-            Kind::Bool => Either4::A(at.read() != 0),
+            Kind::Bool => match at.read() {
+                byte @ (0 | 1) => Either4::A(byte == 1),
+                byte => {
+                    let index = index.to_vec();
+                    return Err(dlbridge::Error::InvalidBool { index, byte }.into());
+                }
+            },
             Kind::Int(8) => Either4::B(f64::from(at.cast::<i8>().read())),
             Kind::Int(16) => Either4::B(f64::from(at.cast::<i16>().read_unaligned())),
             Kind::Int(32) => Either4::B(f64::from(at.cast::<i32>().read_unaligned())),
@@ -128,7 +138,7 @@ unsafe fn read(at: *const u8, kind: Kind) -> JsElement {
             }
             Kind::C128 => Either4::D(at.cast::<[f64; 2]>().read_unaligned().to_vec()),
         }
-    }
+    })
 }
 
 /// The bytes of `value` as an element of `kind` (little-endian order is the machine's own).
@@ -240,7 +250,7 @@ impl Tensor {
         element_address(scope, self, scope.adopt(&index), "get")
             // SAFETY: `element_address` checked the index against the shape and the memory is
             // host memory that `self` keeps alive.
-            .map(|(at, kind)| unsafe { read(at, kind) })
+            .and_then(|(at, kind, index)| unsafe { read(at, kind, &index) })
             .or_throw(env)
     }
 
@@ -254,7 +264,7 @@ impl Tensor {
     ) -> napi::Result<()> {
         let scope = Scope::new(env);
         let write = || -> Outcome<()> {
-            let (at, kind) = element_address(scope, self, scope.adopt(&index), "set")?;
+            let (at, kind, _) = element_address(scope, self, scope.adopt(&index), "set")?;
             if self.shared().view().is_read_only() {
                 return Err(Failure::plain(
                     "ERR_DLBRIDGE_READ_ONLY",
