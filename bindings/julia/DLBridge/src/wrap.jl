@@ -95,7 +95,9 @@ function check_wrappable(t::Tensor, unsafe_ignore_readonly::Bool)
     isreadonly(t) && !unsafe_ignore_readonly &&
         throw(ArgumentError("the tensor is read-only (DLPack READ_ONLY flag) and a Julia array " *
                             "cannot forbid writes: wrap(copy(t)) for a writable copy, or pass " *
-                            "unsafe_ignore_readonly = true if nothing will write through it"))
+                            "unsafe_ignore_readonly = true if nothing will write through it " *
+                            "(a legacy pointer imports read-only unless " *
+                            "import_tensor(p; readonly = false))"))
     t.desc.dtype.code == CODE_BOOL && GC.@preserve t check(dlb_tensor_check_values(live_handle(t)))
     return nothing
 end
