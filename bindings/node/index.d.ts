@@ -204,7 +204,11 @@ export interface ExportPointerOptions {
 export interface ImportPointerOptions {
   /** The pointer is a legacy `DLManagedTensor` (default: `DLManagedTensorVersioned`). */
   legacy?: boolean;
-  /** Mark the imported tensor read-only (what a legacy producer may say out of band). */
+  /**
+   * Whether the imported tensor is read-only. Default: `true` for a legacy pointer (which cannot
+   * say "read-only"; `false` is the caller's word that its memory is writable), else `false`
+   * (a versioned tensor carries its own flag, which `true` can only add to).
+   */
   readonly?: boolean;
 }
 

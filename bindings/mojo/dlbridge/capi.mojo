@@ -144,6 +144,7 @@ struct CApi(Movable):
     ) -> c_int
     var _free: def(TensorPtr) thin abi("C") -> None
     var _info: def(TensorPtr, _Out[TensorDesc]) thin abi("C") -> c_int
+    var _check_values: def(TensorPtr) thin abi("C") -> c_int
     var _copy: def(TensorPtr, Int32, _Out[Optional[TensorPtr]]) thin abi("C") -> c_int
     var _dtype_name: def(UInt32, Pointer[c_char, MutAnyOrigin], UInt) thin abi("C") -> c_int
     var _shm_empty: def(
@@ -189,6 +190,9 @@ struct CApi(Movable):
         ]()
         self._free = lib._get_function["dlb_tensor_free", type_of(self._free)]()
         self._info = lib._get_function["dlb_tensor_info", type_of(self._info)]()
+        self._check_values = lib._get_function[
+            "dlb_tensor_check_values", type_of(self._check_values)
+        ]()
         self._copy = lib._get_function["dlb_tensor_copy", type_of(self._copy)]()
         self._dtype_name = lib._get_function["dlb_dtype_name", type_of(self._dtype_name)]()
         self._shm_empty = lib._get_function["dlb_shm_empty", type_of(self._shm_empty)]()
@@ -382,6 +386,17 @@ struct CApi(Movable):
         var desc = TensorDesc()
         self._check(self._info(tensor, _out(desc)), "dlb_tensor_info")
         return desc
+
+    def check_values(self, tensor: TensorPtr) raises:
+        """`dlb_tensor_check_values`: every bool element is the byte 0 or 1.
+
+        Args:
+            tensor: A live handle.
+
+        Raises:
+            DLB_ERR_INVALID_BOOL naming the first other byte's index and value; device memory.
+        """
+        self._check(self._check_values(tensor), "dlb_tensor_check_values")
 
     def copy(self, tensor: TensorPtr) raises -> TensorPtr:
         """`dlb_tensor_copy` in C order: a compact, writable, library-owned copy.

@@ -20,10 +20,11 @@ comptime USED_LEGACY_NAME: StaticString = "used_dltensor"
 """Name of a consumed legacy capsule."""
 
 
-def consume_capsule(
-    py: PythonApi, capsule: PythonObject, producer: PythonObject
-) raises -> TensorHandle:
+def consume_capsule(py: PythonApi, capsule: PythonObject) raises -> TensorHandle:
     """Takes ownership of the tensor in a DLPack capsule and imports it.
+
+    A legacy capsule cannot say "read-only", so its tensor is imported read-only (numpy's rule
+    for legacy producers, and every dlbridge frontend's).
 
     The capsule is renamed `used_dltensor_versioned` / `used_dltensor` right after its pointer
     is read, so its destructor leaves the tensor alone; from then on the returned handle (or,
@@ -32,8 +33,6 @@ def consume_capsule(
     Args:
         py: The CPython table.
         capsule: What `__dlpack__` returned (or the capsule the caller passed).
-        producer: The object the capsule came from; asked whether it is read-only when the
-            capsule is legacy (the legacy struct cannot say so).
 
     Returns:
         The imported tensor.
@@ -53,9 +52,8 @@ def consume_capsule(
         )
     if name == LEGACY_NAME:
         var managed = py.take_capsule_pointer(capsule, LEGACY_NAME, USED_LEGACY_NAME)
-        var flags = FLAG_READ_ONLY if py.declares_read_only(producer) else UInt64(0)
         return TensorHandle(
-            api[].import_legacy(managed.unsafe_bitcast[DLManagedTensor](), flags)
+            api[].import_legacy(managed.unsafe_bitcast[DLManagedTensor](), FLAG_READ_ONLY)
         )
     if name == USED_VERSIONED_NAME or name == USED_LEGACY_NAME:
         raise Error(t"the DLPack capsule was already consumed (it is named '{name}')")

@@ -54,7 +54,6 @@ struct PythonApi(Movable):
     var _dunder_dlpack: PyObjectPtr
     var _max_version_kwnames: PyObjectPtr
     var _max_version: PyObjectPtr
-    var _memoryview: PyObjectPtr
     var _dlbridge_from_dlpack: PyObjectPtr
     var exchange_api: ExchangeApiCache
     """The C exchange API tables of the types seen so far."""
@@ -95,7 +94,6 @@ struct PythonApi(Movable):
         self._dunder_dlpack = Python.str("__dlpack__").steal_data()
         self._max_version_kwnames = Python.tuple("max_version").steal_data()
         self._max_version = Python.tuple(1, 3).steal_data()
-        self._memoryview = Python.import_module("builtins").memoryview.steal_data()
         self._dlbridge_from_dlpack = PyObjectPtr()
         self.exchange_api = ExchangeApiCache()
 
@@ -152,21 +150,6 @@ struct PythonApi(Movable):
                 raise cpython.get_error()
         _ = args  # read by the calls through args_ptr
         return PythonObject(from_owned=result)
-
-    def declares_read_only(self, producer: PythonObject) -> Bool:
-        """Whether `memoryview(producer).readonly` (jax arrays and read-only numpy arrays say so;
-        objects without a buffer, such as a bare capsule, are taken as writable).
-
-        Args:
-            producer: Any object.
-
-        Returns:
-            True if its buffer is read-only.
-        """
-        try:
-            return Bool(PythonObject(from_borrowed=self._memoryview)(producer).readonly)
-        except:
-            return False
 
     def dlbridge_from_dlpack(mut self) raises -> PythonObject:
         """`dlbridge.from_dlpack` of the Python package (imported on first use).

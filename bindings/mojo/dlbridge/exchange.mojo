@@ -29,17 +29,19 @@ def import_versioned[dtype: DType](managed: ManagedTensorVersionedPtr) raises ->
 
 def import_legacy[
     dtype: DType
-](managed: ManagedTensorPtr, read_only: Bool = False) raises -> TensorView[dtype]:
+](managed: ManagedTensorPtr, read_only: Bool = True) raises -> TensorView[dtype]:
     """Takes ownership of a legacy (pre-1.0) DLPack managed tensor, without copying.
 
-    Ownership as for `import_versioned`.
+    Ownership as for `import_versioned`. A legacy tensor cannot say "read-only", so it is
+    imported read-only unless the caller says its memory is writable (`read_only=False`).
 
     Parameters:
         dtype: The element type the caller expects.
 
     Args:
         managed: A `DLManagedTensor *` nobody else will delete.
-        read_only: The producer forbids writes (the legacy struct cannot say so).
+        read_only: Flag the view READ_ONLY (the default); `False` is the caller's word that the
+            producer's memory is writable.
 
     Returns:
         A view of the producer's memory.

@@ -107,6 +107,7 @@ def contiguous_copy[T: StridedTensor](tensor: T) raises -> Tensor[T.element_dtyp
         A compact, writable copy.
 
     Raises:
-        For device memory, or when allocation fails.
+        For device memory, or when allocation fails; a copy larger than the memory the system
+        has available is refused before anything is allocated (`cannot allocate N bytes`).
     """
     return Tensor[T.element_dtype](TensorHandle(capi()[].copy(tensor.handle())))

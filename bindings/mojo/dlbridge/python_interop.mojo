@@ -36,7 +36,8 @@ def from_dlpack[dtype: DType](obj: PythonObject) raises -> TensorView[dtype]:
 
     Returns:
         A strided view of the producer's memory (shape, strides, byte offset and read-only
-        flag as the producer set them).
+        flag as the producer set them; a legacy capsule, which cannot say "read-only", gives a
+        read-only view).
 
     Raises:
         The producer's exception; or an error for a consumed or foreign capsule, a tensor that
@@ -46,12 +47,12 @@ def from_dlpack[dtype: DType](obj: PythonObject) raises -> TensorView[dtype]:
     var py = python_api()
     var type_ptr = py[].type_of(obj)
     if py[].is_capsule(type_ptr):
-        return TensorView[dtype](consume_capsule(py[], obj, obj), obj)
+        return TensorView[dtype](consume_capsule(py[], obj), obj)
     var exported = py[].exchange_api.export(obj, type_ptr)
     if exported:
         return TensorView[dtype](TensorHandle(capi()[].import_versioned(exported.value())), obj)
     var capsule = py[].call_dunder_dlpack(obj)
-    return TensorView[dtype](consume_capsule(py[], capsule, obj), obj)
+    return TensorView[dtype](consume_capsule(py[], capsule), obj)
 
 
 def to_capsule[T: StridedTensor](tensor: T, versioned: Bool = True) raises -> PythonObject:

@@ -7,11 +7,73 @@ the next opener; `empty_shared` allocates a tensor in a segment from the start (
 `from_shared` maps a segment without copying.
 """
 
-from .capi import capi
+from std.atomic import Atomic
+from std.ffi import _Global
+
+from .capi import TensorPtr, capi
 from .dtypes import dlpack_dtype
 from .owned import Tensor
-from .strided import StridedTensor, TensorHandle
+from .strided import StridedTensor, TensorHandle, check_dtype
 from .view import TensorView
+
+
+struct _ParkedOpen(Copyable, Movable):
+    """A segment `from_shared` opened and then refused for its dtype."""
+
+    var handle: String
+    var writable: Bool
+    var tensor: TensorPtr
+
+    def __init__(out self, handle: String, writable: Bool, tensor: TensorPtr):
+        self.handle = handle
+        self.writable = writable
+        self.tensor = tensor
+
+
+struct _ParkedOpens(Movable):
+    """The process's refused opens, kept open for a retry with the right dtype: opening a
+    handed-over segment took its hand-over, so the handle would not open again."""
+
+    var lock: Atomic[Int]
+    var entries: List[_ParkedOpen]
+
+    def __init__(out self):
+        self.lock = Atomic[Int](0)
+        self.entries = List[_ParkedOpen]()
+
+
+def _new_parked_opens() -> _ParkedOpens:
+    return _ParkedOpens()
+
+
+comptime _PARKED_OPENS = _Global["dlbridge.mojo.parked_opens", _new_parked_opens]
+
+
+def _take_parked(handle: String, writable: Bool) raises -> Optional[TensorPtr]:
+    """Removes and returns the refused open of `handle` with this access, if there is one."""
+    var parked = _PARKED_OPENS.get_or_create_ptr()
+    while True:
+        var unlocked = 0
+        if parked[].lock.compare_exchange(unlocked, 1):
+            break
+    var found = Optional[TensorPtr]()
+    for i in range(len(parked[].entries)):
+        if parked[].entries[i].handle == handle and parked[].entries[i].writable == writable:
+            found = parked[].entries.pop(i).tensor
+            break
+    _ = parked[].lock.fetch_sub(1)
+    return found
+
+
+def _park(handle: String, writable: Bool, tensor: TensorPtr) raises:
+    """Keeps a refused open for `_take_parked`."""
+    var parked = _PARKED_OPENS.get_or_create_ptr()
+    while True:
+        var unlocked = 0
+        if parked[].lock.compare_exchange(unlocked, 1):
+            break
+    parked[].entries.append(_ParkedOpen(handle, writable, tensor))
+    _ = parked[].lock.fetch_sub(1)
 
 
 def to_shared[T: StridedTensor](tensor: T) raises -> String:
@@ -63,12 +125,23 @@ def from_shared[
 
     Raises:
         With a message naming the handle: a malformed handle, a segment that does not exist (any
-        more), an invalid segment or a failed system call. On a dtype mismatch (the mapping is
-        released then, which for a handed-over segment removes it).
+        more), an invalid segment or a failed system call. On a dtype mismatch: the segment then
+        stays open in this process (opening a handed-over segment takes its hand-over), and the
+        next `from_shared` of `handle` with the same `writable` here gets it.
     """
     if "\0" in handle:
         raise Error(t"invalid shared-memory handle {repr(handle)}: it contains a NUL byte")
-    return TensorView[dtype](TensorHandle(capi()[].shm_open(handle, writable)))
+    var parked = _take_parked(handle, writable)
+    var tensor = parked.value() if parked else capi()[].shm_open(handle, writable)
+    try:
+        check_dtype[dtype](capi()[].info(tensor))
+    except e:
+        _park(handle, writable, tensor)
+        raise Error(
+            t"{e} (segment {repr(handle)}; it stays open in this process for from_shared with"
+            t" its dtype)"
+        )
+    return TensorView[dtype](TensorHandle(tensor))
 
 
 def empty_shared[dtype: DType](shape: List[Int]) raises -> Tuple[String, Tensor[dtype]]:

@@ -257,9 +257,22 @@ trait StridedTensor(Movable):
             The element.
 
         Raises:
-            On a wrong number of indices, an out-of-bounds index or device memory.
+            On a wrong number of indices, an out-of-bounds index or device memory; for bool, on
+            a byte other than 0 or 1 (`"bool element at index [2] holds byte 0x02; only 0 and
+            1 are booleans"`: dlbridge's one bool rule).
         """
-        return self._element_address(indices)[]
+        var at = self._element_address(indices)
+        comptime if Self.element_dtype == DType.bool:
+            var byte = at.unsafe_bitcast[UInt8]()[]
+            if byte > 1:
+                var index = List[Int]()
+                for i in indices:
+                    index.append(i)
+                raise Error(
+                    t"bool element at index {index} holds byte 0x{_hex_digit(byte >> 4)}"
+                    t"{_hex_digit(byte & 15)}; only 0 and 1 are booleans"
+                )
+        return at[]
 
     def __setitem__(mut self, *indices: Int, value: Scalar[Self.element_dtype]) raises:
         """Writes one element; the producer sees the write (the memory is shared).
@@ -276,6 +289,10 @@ trait StridedTensor(Movable):
         if self.is_read_only():
             raise Error("tensor is read-only: the producer forbids writes")
         self._element_address(indices)[] = value
+
+
+def _hex_digit(d: UInt8) -> String:
+    return chr(Int(d) + 48) if d < 10 else chr(Int(d) + 87)
 
 
 def write_tensor[T: StridedTensor](kind: StaticString, tensor: T, mut writer: Some[Writer]):

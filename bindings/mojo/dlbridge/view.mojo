@@ -5,7 +5,7 @@ from std.python import PythonObject
 
 from .capi import FLAG_READ_ONLY, OpaquePtr, ReleaseFn, TensorDesc, TensorPtr, capi
 from .dtypes import dlpack_dtype
-from .strided import StridedTensor, TensorHandle, check_dtype, write_tensor
+from .strided import Device, StridedTensor, TensorHandle, check_dtype, write_tensor
 
 
 struct TensorView[dtype: DType](StridedTensor, Writable):
@@ -38,9 +38,15 @@ struct TensorView[dtype: DType](StridedTensor, Writable):
                 `__dlpack__` made the tensor).
 
         Raises:
-            `"dtype mismatch: tensor holds float32, caller asked for float64"`.
+            `"dtype mismatch: tensor holds float32, caller asked for float64"`; for bool, a
+            byte other than 0 or 1 in host memory (`"bool element at index [2] holds byte
+            0x02; only 0 and 1 are booleans"`: dlbridge's one bool rule).
         """
         check_dtype[Self.dtype](tensor.desc)
+        comptime if Self.dtype == DType.bool:
+            var device = Device(Int(tensor.desc.device & 0xFFFF_FFFF), Int(tensor.desc.device >> 32))
+            if device.is_host_accessible():
+                capi()[].check_values(tensor.ptr)
         self._tensor = tensor^
         self._producer = producer^
 

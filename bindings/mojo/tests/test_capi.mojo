@@ -66,6 +66,14 @@ def test_legacy_pointer_round_trip_shares_memory() raises:
     var v = import_legacy[DType.int32](export_legacy(t))
     assert_equal(Int(v.unsafe_ptr()), Int(t.unsafe_ptr()))
     assert_elements(v, [0.0, 1.0, 2.0])
+    # A legacy tensor cannot say "read-only": imported read-only unless the caller says writable.
+    assert_true(v.is_read_only())
+    with assert_raises(contains="read-only"):
+        v[0] = 5
+    var w = import_legacy[DType.int32](export_legacy(t), read_only=False)
+    assert_false(w.is_read_only())
+    w[0] = 5
+    assert_equal(t[0], 5)
 
 
 def test_export_outlives_the_tensor() raises:
@@ -117,6 +125,52 @@ def test_lent_memory_with_strides_negative_strides_and_zero_d() raises:
     _ = reversed^
     _ = scalar^
     assert_equal(counter.released(), 3)
+
+
+def test_contiguous_copy_beyond_memory_is_refused_before_allocating() raises:
+    # One float seen 2^40 times (4 TiB): the copy is refused, not zero-filled into the OOM killer.
+    var data: List[Float32] = [1.0]
+    var counter = ReleaseCounter()
+    var huge = from_memory(
+        data.unsafe_ptr(), [1 << 40], [0], owner_ctx=counter.context(), release=count_release
+    )
+    assert_equal(huge[(1 << 40) - 1], 1.0)
+    with assert_raises(contains="cannot allocate 4398046511104 bytes"):
+        _ = contiguous_copy(huge)
+    _ = huge^
+    assert_equal(counter.released(), 1)
+    _ = data^  # lent to `huge`: alive until here
+
+
+def test_bool_bytes_other_than_0_and_1_are_refused() raises:
+    # dlbridge's one bool rule: bytes [0, 1, 2, 255] make no bool view (Mojo read 2 as false).
+    var bytes: List[UInt8] = [0, 1, 2, 255]
+    var counter = ReleaseCounter()
+    with assert_raises(contains="bool element at index [2] holds byte 0x02"):
+        _ = from_memory(
+            bytes.unsafe_ptr().unsafe_bitcast[Scalar[DType.bool]](),
+            [4],
+            owner_ctx=counter.context(),
+            release=count_release,
+        )
+    assert_equal(counter.released(), 1, "the refused view released the memory once")
+    # A view over bytes 0 and 1 reads them; a 255 written later is refused when read.
+    bytes[2] = 1
+    bytes[3] = 0
+    var v = from_memory(
+        bytes.unsafe_ptr().unsafe_bitcast[Scalar[DType.bool]](),
+        [4],
+        owner_ctx=counter.context(),
+        release=count_release,
+    )
+    assert_false(v[0])
+    assert_true(v[1] and v[2])
+    bytes[3] = 255
+    with assert_raises(contains="bool element at index [3] holds byte 0xff"):
+        _ = v[3]
+    _ = v^
+    assert_equal(counter.released(), 2)
+    _ = bytes^  # lent to the views: alive until here
 
 
 def test_contiguous_copy_of_a_reversed_view() raises:

@@ -153,6 +153,8 @@ def test_raw_capsules_are_consumed_and_renamed() raises:
     var w = from_dlpack[DType.float64](legacy)
     assert_equal(String(fakes.capsule_name(legacy)), "used_dltensor")
     assert_equal(w[2], 2.0)
+    assert_false(v.is_read_only())
+    assert_true(w.is_read_only(), "a legacy capsule cannot say read-only: imported read-only")
     with assert_raises(contains="already consumed (it is named 'used_dltensor')"):
         _ = from_dlpack[DType.float64](legacy)
 

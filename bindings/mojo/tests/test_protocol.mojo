@@ -23,6 +23,7 @@ def test_falls_back_to_legacy_for_old_producers() raises:
     var producer = producers().LegacyOnly(_np().arange(3.0))
     var v = from_dlpack[DType.float64](producer)
     assert_equal(v[1], 1.0)
+    assert_true(v.is_read_only(), "legacy: read-only, though numpy's buffer is writable")
     # The versioned call failed on its signature before the body ran; the retry ran it once.
     assert_equal(Int(py=producer.calls), 1)
 

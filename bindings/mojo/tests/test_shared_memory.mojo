@@ -155,11 +155,20 @@ def test_a_removed_handle_is_named_in_the_error() raises:
         _ = from_shared[DType.int32]("dlbridge\0x")
 
 
-def test_dtype_mismatch_releases_the_segment() raises:
+def test_dtype_mismatch_leaves_the_segment_for_the_corrected_retry() raises:
+    # Opening took the hand-over (its keeper is gone); the refused open stays in this process,
+    # so the retry with the right dtype gets the segment instead of "does not exist".
     var handle = to_shared(arange[DType.float32](2))
     with assert_raises(contains="dtype mismatch: tensor holds float32, caller asked for int32"):
         _ = from_shared[DType.int32](handle)
-    assert_false(_segment_exists(handle))
+    with assert_raises(contains="stays open in this process"):
+        _ = from_shared[DType.float64](handle)
+    var v = from_shared[DType.float32](handle)
+    assert_elements(v, [0.0, 1.0])
+    assert_true(v.is_read_only() and v.is_copied())
+    _ = v^
+    with assert_raises(contains="does not exist"):
+        _ = from_shared[DType.float32](handle)  # taken: the retry's view was the last holder
 
 
 def test_nothing_is_left_in_dev_shm() raises:

@@ -100,16 +100,25 @@ fn element_address(
     Ok((view.data_ptr().wrapping_offset(offset), kind))
 }
 
-/// Reads the element of `kind` at `at`.
+/// Reads the element of `kind` at `at` (at `index`, which names it in errors). A bool element
+/// holding a byte other than 0 or 1 is refused (`ERR_DLBRIDGE_INVALID_BOOL`): dlbridge's one
+/// bool rule, the same in every frontend.
 ///
 /// # Safety
 /// `at` is an in-bounds element of a live host tensor of that kind.
-unsafe fn read(at: *const u8, kind: Kind) -> JsElement {
+unsafe fn read(at: *const u8, kind: Kind, index: &[i64]) -> Outcome<JsElement> {
     // SAFETY: every arm reads one element of `kind` at `at`, which the caller's contract makes
     // readable; unaligned reads are allowed.
-    unsafe {
+    Ok(unsafe {
         match kind {
-            Kind::Bool => Either4::A(at.read() != 0),
+            Kind::Bool => match at.read() {
+                byte @ (0 | 1) => Either4::A(byte == 1),
+                byte => {
+                    // In bounds, so every entry is non-negative.
+                    let index = index.iter().map(|&i| i as usize).collect();
+                    return Err(dlbridge::Error::InvalidBool { index, byte }.into());
+                }
+            },
             Kind::Int(8) => Either4::B(f64::from(at.cast::<i8>().read())),
             Kind::Int(16) => Either4::B(f64::from(at.cast::<i16>().read_unaligned())),
             Kind::Int(32) => Either4::B(f64::from(at.cast::<i32>().read_unaligned())),
@@ -128,7 +137,7 @@ unsafe fn read(at: *const u8, kind: Kind) -> JsElement {
             }
             Kind::C128 => Either4::D(at.cast::<[f64; 2]>().read_unaligned().to_vec()),
         }
-    }
+    })
 }
 
 /// The bytes of `value` as an element of `kind` (little-endian order is the machine's own).
@@ -244,7 +253,7 @@ impl Tensor {
             let (at, kind) = element_address(scope, &shared, &index, "get")?;
             // SAFETY: `element_address` checked the index against the shape and that the memory
             // is still there, and no JavaScript ran since; `shared` keeps host memory alive.
-            Ok(unsafe { read(at, kind) })
+            unsafe { read(at, kind, &index) }
         };
         read_element().or_throw(env)
     }

@@ -255,7 +255,9 @@ pub fn import_pointer(
             &["legacy", "readonly"],
         )?;
         let legacy = options.bool(c"legacy")?.unwrap_or(false);
-        let flags = match options.bool(c"readonly")?.unwrap_or(false) {
+        // A legacy tensor cannot say "read-only": it is imported read-only unless the caller
+        // answers for the memory being writable (`readonly: false`).
+        let flags = match options.bool(c"readonly")?.unwrap_or(legacy) {
             true => Flags::READ_ONLY,
             false => Flags::empty(),
         };

@@ -8,6 +8,19 @@ const { dlbridge, assertThrowsCode } = require('./helpers');
 
 const { fromTypedArray, importPointer, empty, arange } = dlbridge;
 
+test('bool bytes other than 0 and 1 are refused by get, naming the index and the byte', () => {
+  // dlbridge's one bool rule, the same in every frontend: [0, 1, 2, 255] are not all booleans.
+  const bytes = new Uint8Array([0, 1, 2, 255]);
+  const t = fromTypedArray(bytes, { dtype: 'bool' });
+  assert.equal(t.get(0), false);
+  assert.equal(t.get(1), true);
+  assertThrowsCode(() => t.get(2), RangeError, 'ERR_DLBRIDGE_INVALID_BOOL', /index \[2\] holds byte 0x02/);
+  assertThrowsCode(() => t.get(3), RangeError, 'ERR_DLBRIDGE_INVALID_BOOL', /index \[3\] holds byte 0xff/);
+  assert.deepEqual([...t.toTypedArray()], [0, 1, 2, 255]); // the raw bytes stay visible
+  t.set(2, true);
+  assert.equal(t.get(2), true);
+});
+
 test('get reads through column-major, strided and negative strides; set writes the producer memory', () => {
   const array = new Float64Array(48).map((_, i) => i);
   const layouts = [

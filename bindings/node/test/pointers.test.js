@@ -13,12 +13,27 @@ test('versioned and legacy exports round-trip with the same memory and metadata'
     const address = tensor.exportPointer({ legacy });
     assert.equal(typeof address, 'bigint');
     assert.notEqual(address, 0n);
-    const back = importPointer(address, { legacy });
+    const back = importPointer(address, { legacy, readonly: false });
     assert.equal(back.dataPtr, tensor.dataPtr);
     assert.deepEqual(back.shape, [12]);
     assert.equal(back.dtype, 'int16');
     assert.deepEqual([...back.toTypedArray()].slice(0, 3), [0, 1, 2]);
   }
+});
+
+test('a legacy import is read-only unless the caller says the memory is writable', () => {
+  // A legacy DLManagedTensor cannot say "read-only" (numpy imports such tensors read-only too).
+  const tensor = arange(4, 'float32');
+  const ro = importPointer(tensor.exportPointer({ legacy: true }), { legacy: true });
+  assert.equal(ro.readonly, true);
+  assert.equal(ro.dataPtr, tensor.dataPtr);
+  assertThrowsCode(() => ro.set(0, 1), Error, 'ERR_DLBRIDGE_READ_ONLY');
+  assert.deepEqual([...ro.toTypedArray({ copy: true })], [0, 1, 2, 3]);
+  const rw = importPointer(tensor.exportPointer({ legacy: true }), { legacy: true, readonly: false });
+  assert.equal(rw.readonly, false);
+  rw.set(0, 7);
+  assert.equal(tensor.get(0), 7);
+  assert.equal(importPointer(tensor.exportPointer()).readonly, false); // versioned: its own flag
 });
 
 test('strided and negative-stride layouts survive export and import', () => {

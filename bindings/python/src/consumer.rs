@@ -21,8 +21,7 @@ use std::ptr;
 
 use dlbridge::{Device, ManagedTensor, Order};
 use dlbridge_pyo3::consumer::{
-    call_dunder_dlpack, consume_capsule, declares_read_only, is_capsule, producer_type,
-    ExchangeApi, ProducerType,
+    call_dunder_dlpack, consume_capsule, is_capsule, producer_type, ExchangeApi, ProducerType,
 };
 use pyo3::exceptions::PyAttributeError;
 use pyo3::ffi;
@@ -69,11 +68,7 @@ pub(crate) fn from_dlpack<'py>(
     fast_paths: bool,
 ) -> PyResult<Bound<'py, PyAny>> {
     if is_capsule(x) {
-        return finish(
-            py,
-            TensorData::Imported(consume_capsule(x, || false)?),
-            request,
-        );
+        return finish(py, TensorData::Imported(consume_capsule(x)?), request);
     }
     // The fast paths are optimisations only: if they fail, or cannot honour the request, the
     // producer's `__dlpack__` gets the final word (and raises its own, canonical errors).
@@ -102,7 +97,7 @@ pub(crate) fn from_dlpack<'py>(
             capsule.get_type().name()?
         )));
     }
-    let mut managed = consume_capsule(&capsule, || declares_read_only(x))?;
+    let mut managed = consume_capsule(&capsule)?;
     if let Some(producer) = buffers {
         producer.verify_buffers(x, &managed);
     }

@@ -108,8 +108,14 @@ fn converter(dtype: DataType) -> Option<Convert> {
 }
 
 /// The elements of a host tensor as nested lists (a scalar for 0-d), honouring strides.
+///
+/// A bool element must be the byte 0 or 1 (dlbridge's one bool rule): any other byte gives a
+/// ValueError naming the first such element's index and byte.
 pub(crate) fn to_list<'py>(py: Python<'py>, view: &TensorView<'_>) -> PyResult<Bound<'py, PyAny>> {
     view.require_host().map_err(to_py_err)?;
+    if view.dtype() == DataType::BOOL {
+        view.check_values::<bool>().map_err(to_py_err)?;
+    }
     let convert = converter(view.dtype())
         .ok_or_else(|| type_error(format!("tolist() does not support dtype {}", view.dtype())))?;
     let item = view

@@ -35,7 +35,7 @@ def test_legacy_capsule_is_consumed_and_renamed():
     t = dlbridge.from_dlpack(capsule)
     assert capsule_name(capsule) == "used_dltensor"
     assert t.tolist() == [0.0, 1.0, 2.0]
-    assert not t.readonly  # a bare legacy capsule cannot say otherwise
+    assert t.readonly  # a legacy capsule cannot say "read-only", so its import is read-only
 
 
 @pytest.mark.parametrize("max_version", [None, (1, 0)])
@@ -131,6 +131,7 @@ def test_producer_rejecting_max_version_is_retried_with_the_legacy_call():
     assert p.calls == 1  # the first call failed in argument binding, the retry ran
     assert t.data_ptr == np_ptr(a)
     assert t.tolist() == a.tolist()
+    assert t.readonly  # a legacy capsule: read-only, though `a` is writable
 
 
 @pytest.mark.parametrize("kwargs", [{"copy": True}, {"copy": False}, {"device": "cpu"}])

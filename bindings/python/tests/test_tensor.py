@@ -64,6 +64,22 @@ def test_tolist_follows_negative_and_zero_strides():
     assert dlbridge.from_dlpack(b).tolist() == b.tolist()
 
 
+def test_tolist_refuses_bool_bytes_other_than_0_and_1():
+    # dlbridge's one bool rule: bytes [0, 1, 2, 255] are not booleans (numpy reads 2 and 255 as
+    # True; Julia's Bool and Rust's bool cannot hold them), so every frontend refuses them.
+    raw = np.array([0, 1, 2, 255], dtype=np.uint8)
+    t = dlbridge.from_dlpack(raw.view(np.bool_))
+    assert t.dtype == "bool" and t.data_ptr == np_ptr(raw)
+    with pytest.raises(ValueError, match=r"index \[2\] holds byte 0x02; only 0 and 1"):
+        t.tolist()
+    every_other = dlbridge.from_dlpack(raw.view(np.bool_)[::3])  # bytes 0 and 255
+    with pytest.raises(ValueError, match=r"index \[1\] holds byte 0xff"):
+        every_other.tolist()
+    assert bytes(memoryview(t).cast("B")) == bytes([0, 1, 2, 255])  # raw bytes stay readable
+    raw[2:] = [1, 0]
+    assert t.tolist() == [False, True, True, False]
+
+
 def test_tolist_refuses_dtypes_without_python_scalars():
     t = dlbridge.empty(3, "float8_e4m3fn")
     with pytest.raises(TypeError, match="float8_e4m3fn"):

@@ -64,7 +64,12 @@ def test_dlpack_capsule_conversion(dtype):
     x = make_tensor((5,), dtype=dtype, device="cpu")
     t = dlbridge.from_dlpack(torch.utils.dlpack.to_dlpack(x))
     assert t.dtype == DTYPE_NAMES[dtype] and t.data_ptr == x.data_ptr()
-    z = torch.from_dlpack(t.__dlpack__())
+    # A legacy capsule cannot say "read-only": imported read-only, and so never handed out as
+    # a legacy capsule again (a versioned one says READ_ONLY, which torch accepts).
+    assert t.readonly
+    with pytest.raises(BufferError, match="read-only"):
+        t.__dlpack__()
+    z = torch.from_dlpack(t.__dlpack__(max_version=(1, 0)))
     assert torch.equal(z, x) and z.data_ptr() == x.data_ptr()
 
 

@@ -139,7 +139,7 @@ typedef enum dlb_status {
      */
     DLB_ERR_STRIDES_MISMATCH = 23,
     /**
-     * A buffer is too small: tensor memory for its layout, or a caller's name buffer.
+     * A buffer is too small: tensor memory for its layout, or a caller's name or dims buffer.
      */
     DLB_ERR_BUFFER_TOO_SMALL = 24,
     /**
@@ -174,6 +174,10 @@ typedef enum dlb_status {
      * The shared-memory segment is not a valid dlbridge segment (bad header, truncated).
      */
     DLB_ERR_SHM_INVALID = 32,
+    /**
+     * A bool element holds a byte other than 0 or 1 (the message names its index and byte).
+     */
+    DLB_ERR_INVALID_BOOL = 33,
 } dlb_status;
 
 /**
@@ -480,9 +484,11 @@ int dlb_tensor_import_versioned(DLManagedTensorVersioned *managed,
 /**
  * Imports a legacy (pre-1.0) DLManagedTensor without copying.
  *
- * `flags` supplies what the legacy struct cannot say, typically DLB_FLAG_READ_ONLY when the
- * producer promised it out of band. Ownership as for `dlb_tensor_import_versioned`: the deleter
- * runs exactly once, already on return if the call fails.
+ * `flags` supplies what the legacy struct cannot say. A legacy producer cannot say whether its
+ * memory may be written, so pass DLB_FLAG_READ_ONLY unless you know it is writable: that is
+ * dlbridge's legacy rule (numpy's too), and every frontend over this library passes it unless
+ * its caller says otherwise. Ownership as for `dlb_tensor_import_versioned`: the deleter runs
+ * exactly once, already on return if the call fails.
  *
  * # Safety
  * As for `dlb_tensor_import_versioned`.
@@ -575,22 +581,30 @@ int dlb_tensor_data(const struct dlb_tensor *t,
                     void **out);
 
 /**
- * Copies the ndim dimension sizes into the caller's buffer `out` (NULL allowed when ndim is 0).
+ * Copies the ndim dimension sizes into the caller's buffer `out` of `cap` entries.
+ *
+ * A buffer of fewer than ndim entries gives DLB_ERR_BUFFER_TOO_SMALL and stays untouched;
+ * `out` may be NULL when ndim is 0.
  *
  * # Safety
- * `t` is NULL or a live handle; `out` is NULL or writable for ndim values.
+ * `t` is NULL or a live handle; `out` is NULL or writable for `cap` values.
  */
 int dlb_tensor_shape(const struct dlb_tensor *t,
-                     int64_t *out);
+                     int64_t *out,
+                     size_t cap);
 
 /**
- * Copies the ndim element strides into the caller's buffer `out` (NULL allowed when ndim is 0).
+ * Copies the ndim element strides into the caller's buffer `out` of `cap` entries.
+ *
+ * A buffer of fewer than ndim entries gives DLB_ERR_BUFFER_TOO_SMALL and stays untouched;
+ * `out` may be NULL when ndim is 0.
  *
  * # Safety
- * `t` is NULL or a live handle; `out` is NULL or writable for ndim values.
+ * `t` is NULL or a live handle; `out` is NULL or writable for `cap` values.
  */
 int dlb_tensor_strides(const struct dlb_tensor *t,
-                       int64_t *out);
+                       int64_t *out,
+                       size_t cap);
 
 /**
  * Sets `*out` to 1 if the tensor is compact in `order` (DLB_ORDER_C or DLB_ORDER_F), else 0.
@@ -606,13 +620,31 @@ int dlb_tensor_is_contiguous(const struct dlb_tensor *t,
                              int *out);
 
 /**
+ * Checks that every element holds a value of the tensor's dtype: for bool, the bytes 0 (false)
+ * and 1 (true).
+ *
+ * dlbridge's one bool rule: a bool element is the byte 0 or 1, and every typed read of bool
+ * elements refuses any other byte (a C `bool`, a Rust `bool` and a Julia `Bool` cannot hold
+ * one). A bool tensor with another byte gives DLB_ERR_INVALID_BOOL, whose message names the
+ * first such element's index (row-major order) and its byte; every bit pattern of the other
+ * dtypes is a value, so they always pass. A tensor not on the CPU gives DLB_ERR_NOT_ON_CPU.
+ * Reads each element once; checks what the memory holds now, not what a producer writes later.
+ *
+ * # Safety
+ * `t` is NULL or a live handle.
+ */
+int dlb_tensor_check_values(const struct dlb_tensor *t);
+
+/**
  * Copies a host tensor into a new, library-owned, compact tensor in `order` (DLB_ORDER_C or
  * DLB_ORDER_F), whatever its strides (negative and zero strides included).
  *
  * The copy is writable and flagged DLB_FLAG_IS_COPIED (READ_ONLY is not carried over); it is
  * the only way this library copies data. Errors: DLB_ERR_NOT_ON_CPU for device memory,
  * DLB_ERR_UNKNOWN_NAME for another `order`, DLB_ERR_UNSUPPORTED_LAYOUT for packed sub-byte data
- * to F order, DLB_ERR_ALLOCATION_FAILED. On failure `*out` is NULL.
+ * to F order, DLB_ERR_ALLOCATION_FAILED — also, before allocating, for a copy larger than the
+ * memory the system has available (a huge stride-0 view, say), which the kernel might grant
+ * and then back with the out-of-memory killer. On failure `*out` is NULL.
  *
  * # Safety
  * `t` is NULL or a live handle; `out` is NULL or writable.

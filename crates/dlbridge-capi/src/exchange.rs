@@ -52,9 +52,11 @@ pub unsafe extern "C" fn dlb_tensor_import_versioned(
 
 /// Imports a legacy (pre-1.0) DLManagedTensor without copying.
 ///
-/// `flags` supplies what the legacy struct cannot say, typically DLB_FLAG_READ_ONLY when the
-/// producer promised it out of band. Ownership as for `dlb_tensor_import_versioned`: the deleter
-/// runs exactly once, already on return if the call fails.
+/// `flags` supplies what the legacy struct cannot say. A legacy producer cannot say whether its
+/// memory may be written, so pass DLB_FLAG_READ_ONLY unless you know it is writable: that is
+/// dlbridge's legacy rule (numpy's too), and every frontend over this library passes it unless
+/// its caller says otherwise. Ownership as for `dlb_tensor_import_versioned`: the deleter runs
+/// exactly once, already on return if the call fails.
 ///
 /// # Safety
 /// As for `dlb_tensor_import_versioned`.

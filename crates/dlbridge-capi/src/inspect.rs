@@ -4,7 +4,7 @@
 use std::ffi::{c_int, c_void};
 use std::ptr;
 
-use dlbridge::{AsTensorView, TensorView};
+use dlbridge::{AsTensorView, DataType, TensorView};
 
 use crate::args::Out;
 use crate::handle::dlb_tensor;
@@ -20,19 +20,32 @@ fn data_of(view: &TensorView<'_>) -> *mut c_void {
     }
 }
 
-/// `values` into the caller's buffer of `values.len()` entries (NULL allowed when empty).
+/// `values` (the tensor's `what`: "shape" or "strides") into the caller's buffer `out` of `cap`
+/// entries, or `DimsBufferTooSmall` leaving it untouched (NULL allowed when `values` is empty).
 ///
 /// # Safety
-/// `out` is NULL or writable for `values.len()` values.
-unsafe fn copy_dims(values: &[i64], out: *mut i64) -> Result<(), CapiError> {
+/// `out` is NULL or writable for `cap` values.
+unsafe fn copy_dims(
+    values: &[i64],
+    what: &'static str,
+    out: *mut i64,
+    cap: usize,
+) -> Result<(), CapiError> {
     if values.is_empty() {
         return Ok(());
     }
     if out.is_null() {
         return Err(CapiError::NullArgument("out"));
     }
-    // SAFETY: writable for `values.len()` values by contract; a caller's buffer cannot overlap
-    // the tensor's own metadata, which is never handed out writable.
+    if cap < values.len() {
+        return Err(CapiError::DimsBufferTooSmall {
+            what,
+            needed: values.len(),
+            cap,
+        });
+    }
+    // SAFETY: writable for `cap >= values.len()` values by contract; a caller's buffer cannot
+    // overlap the tensor's own metadata, which is never handed out writable.
     unsafe { ptr::copy_nonoverlapping(values.as_ptr(), out, values.len()) };
     Ok(())
 }
@@ -103,31 +116,45 @@ pub unsafe extern "C" fn dlb_tensor_data(t: *const dlb_tensor, out: *mut *mut c_
     })
 }
 
-/// Copies the ndim dimension sizes into the caller's buffer `out` (NULL allowed when ndim is 0).
+/// Copies the ndim dimension sizes into the caller's buffer `out` of `cap` entries.
+///
+/// A buffer of fewer than ndim entries gives DLB_ERR_BUFFER_TOO_SMALL and stays untouched;
+/// `out` may be NULL when ndim is 0.
 ///
 /// # Safety
-/// `t` is NULL or a live handle; `out` is NULL or writable for ndim values.
+/// `t` is NULL or a live handle; `out` is NULL or writable for `cap` values.
 #[no_mangle]
-pub unsafe extern "C" fn dlb_tensor_shape(t: *const dlb_tensor, out: *mut i64) -> c_int {
+pub unsafe extern "C" fn dlb_tensor_shape(
+    t: *const dlb_tensor,
+    out: *mut i64,
+    cap: usize,
+) -> c_int {
     boundary(|| {
         // SAFETY: caller's contract.
         let tensor = unsafe { dlb_tensor::arg(t, "t") }?;
         // SAFETY: caller's contract.
-        unsafe { copy_dims(tensor.shape(), out) }
+        unsafe { copy_dims(tensor.shape(), "shape", out, cap) }
     })
 }
 
-/// Copies the ndim element strides into the caller's buffer `out` (NULL allowed when ndim is 0).
+/// Copies the ndim element strides into the caller's buffer `out` of `cap` entries.
+///
+/// A buffer of fewer than ndim entries gives DLB_ERR_BUFFER_TOO_SMALL and stays untouched;
+/// `out` may be NULL when ndim is 0.
 ///
 /// # Safety
-/// `t` is NULL or a live handle; `out` is NULL or writable for ndim values.
+/// `t` is NULL or a live handle; `out` is NULL or writable for `cap` values.
 #[no_mangle]
-pub unsafe extern "C" fn dlb_tensor_strides(t: *const dlb_tensor, out: *mut i64) -> c_int {
+pub unsafe extern "C" fn dlb_tensor_strides(
+    t: *const dlb_tensor,
+    out: *mut i64,
+    cap: usize,
+) -> c_int {
     boundary(|| {
         // SAFETY: caller's contract.
         let tensor = unsafe { dlb_tensor::arg(t, "t") }?;
         // SAFETY: caller's contract.
-        unsafe { copy_dims(tensor.strides(), out) }
+        unsafe { copy_dims(tensor.strides(), "strides", out, cap) }
     })
 }
 
@@ -151,6 +178,30 @@ pub unsafe extern "C" fn dlb_tensor_is_contiguous(
         let tensor = unsafe { dlb_tensor::arg(t, "t") }?;
         let order = order_arg(order)?;
         out.write(c_int::from(tensor.view().is_contiguous(order)));
+        Ok(())
+    })
+}
+
+/// Checks that every element holds a value of the tensor's dtype: for bool, the bytes 0 (false)
+/// and 1 (true).
+///
+/// dlbridge's one bool rule: a bool element is the byte 0 or 1, and every typed read of bool
+/// elements refuses any other byte (a C `bool`, a Rust `bool` and a Julia `Bool` cannot hold
+/// one). A bool tensor with another byte gives DLB_ERR_INVALID_BOOL, whose message names the
+/// first such element's index (row-major order) and its byte; every bit pattern of the other
+/// dtypes is a value, so they always pass. A tensor not on the CPU gives DLB_ERR_NOT_ON_CPU.
+/// Reads each element once; checks what the memory holds now, not what a producer writes later.
+///
+/// # Safety
+/// `t` is NULL or a live handle.
+#[no_mangle]
+pub unsafe extern "C" fn dlb_tensor_check_values(t: *const dlb_tensor) -> c_int {
+    boundary(|| {
+        // SAFETY: caller's contract.
+        let view = unsafe { dlb_tensor::arg(t, "t") }?.view();
+        if view.dtype() == DataType::BOOL {
+            view.check_values::<bool>()?;
+        }
         Ok(())
     })
 }

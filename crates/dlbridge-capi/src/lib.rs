@@ -41,6 +41,7 @@ pub mod names;
 pub mod shared;
 
 mod args;
+mod memory;
 pub mod pod;
 
 pub use handle::dlb_tensor;

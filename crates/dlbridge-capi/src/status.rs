@@ -51,7 +51,7 @@ pub enum dlb_status {
     DLB_ERR_UNSUPPORTED_LAYOUT = 22,
     /// Shape and strides have different lengths.
     DLB_ERR_STRIDES_MISMATCH = 23,
-    /// A buffer is too small: tensor memory for its layout, or a caller's name buffer.
+    /// A buffer is too small: tensor memory for its layout, or a caller's name or dims buffer.
     DLB_ERR_BUFFER_TOO_SMALL = 24,
     /// The element type differs from the one asked for.
     DLB_ERR_DTYPE_MISMATCH = 25,
@@ -69,6 +69,8 @@ pub enum dlb_status {
     DLB_ERR_SHM_NOT_FOUND = 31,
     /// The shared-memory segment is not a valid dlbridge segment (bad header, truncated).
     DLB_ERR_SHM_INVALID = 32,
+    /// A bool element holds a byte other than 0 or 1 (the message names its index and byte).
+    DLB_ERR_INVALID_BOOL = 33,
 }
 
 /// Everything that can fail in the C layer: a core error, or a fault of the C call itself.
@@ -85,6 +87,15 @@ pub(crate) enum CapiError {
         /// The caller's buffer size in bytes.
         len: usize,
     },
+    /// A caller's buffer of `cap` entries cannot hold a tensor's `needed` dimensions.
+    DimsBufferTooSmall {
+        /// What was asked for: "shape" or "strides".
+        what: &'static str,
+        /// The tensor's number of dimensions.
+        needed: usize,
+        /// The caller's buffer size in entries.
+        cap: usize,
+    },
     /// The library panicked; the panic's message.
     Panic(String),
 }
@@ -96,7 +107,9 @@ impl CapiError {
         use dlbridge::Error as E;
         match self {
             CapiError::NullArgument(_) => DLB_ERR_NULL_ARGUMENT,
-            CapiError::NameBufferTooSmall { .. } => DLB_ERR_BUFFER_TOO_SMALL,
+            CapiError::NameBufferTooSmall { .. } | CapiError::DimsBufferTooSmall { .. } => {
+                DLB_ERR_BUFFER_TOO_SMALL
+            }
             CapiError::Panic(_) => DLB_ERR_PANIC,
             CapiError::Core(e) => match e {
                 E::NullTensor => DLB_ERR_NULL_TENSOR,
@@ -122,6 +135,7 @@ impl CapiError {
                 E::ShmIo { .. } => DLB_ERR_SHM_IO,
                 E::ShmNotFound(_) => DLB_ERR_SHM_NOT_FOUND,
                 E::ShmInvalid { .. } => DLB_ERR_SHM_INVALID,
+                E::InvalidBool { .. } => DLB_ERR_INVALID_BOOL,
                 _ => DLB_ERR_OTHER,
             },
         }
@@ -137,6 +151,11 @@ impl fmt::Display for CapiError {
                 f,
                 "buffer of {len} bytes is too small for {name:?} ({} bytes with the terminating NUL)",
                 name.len() + 1
+            ),
+            CapiError::DimsBufferTooSmall { what, needed, cap } => write!(
+                f,
+                "buffer of {cap} entries is too small for the {what} of a {needed}-dimensional \
+                 tensor"
             ),
             CapiError::Panic(message) => write!(f, "dlbridge panicked: {message}"),
         }

@@ -33,16 +33,13 @@ pub fn is_capsule(obj: &Bound<'_, PyAny>) -> bool {
 ///
 /// The capsule is renamed `used_*` right after its pointer is read, before anything that can
 /// fail: from then on its destructor leaves the tensor alone, and the result (or, on a validation
-/// error, the already-run deleter) owns it. A legacy tensor cannot say it is read-only:
-/// `read_only` is asked instead (only for legacy capsules; typically the producer's buffer's
-/// answer, see [`declares_read_only`](crate::consumer::declares_read_only)).
+/// error, the already-run deleter) owns it. A legacy tensor cannot say it is read-only, so it is
+/// imported read-only (dlbridge's legacy rule, numpy's too): writing to memory a producer never
+/// said was writable could corrupt its data or crash.
 ///
 /// Errors: `ValueError` for a consumed capsule, `TypeError` for a capsule of another name,
 /// `BufferError` for a tensor that fails validation.
-pub fn consume_capsule(
-    capsule: &Bound<'_, PyAny>,
-    read_only: impl FnOnce() -> bool,
-) -> PyResult<ManagedTensor> {
+pub fn consume_capsule(capsule: &Bound<'_, PyAny>) -> PyResult<ManagedTensor> {
     let raw = capsule.as_ptr();
     // SAFETY: `capsule` is a capsule (callers check); on a name mismatch GetPointer returns NULL
     // with a ValueError set, cleared below (DLPack capsules never hold NULL).
@@ -62,11 +59,6 @@ pub fn consume_capsule(
     };
     match name {
         Some(n) if n == LEGACY => {
-            let flags = if read_only() {
-                Flags::READ_ONLY
-            } else {
-                Flags::empty()
-            };
             // SAFETY: as above, with the legacy names.
             let pointer = unsafe {
                 let p = ffi::PyCapsule_GetPointer(raw, LEGACY.as_ptr());
@@ -74,7 +66,8 @@ pub fn consume_capsule(
                 p
             };
             // SAFETY: as above.
-            unsafe { ManagedTensor::from_legacy(pointer.cast(), flags) }.map_err(to_py_err)
+            unsafe { ManagedTensor::from_legacy(pointer.cast(), Flags::READ_ONLY) }
+                .map_err(to_py_err)
         }
         Some(n) if n == USED_VERSIONED || n == USED_LEGACY => Err(PyValueError::new_err(format!(
             "the DLPack capsule was already consumed (it is named {n:?}); a capsule can be \

@@ -8,9 +8,8 @@
 //!    per type; [`ExchangeEntry::import`]);
 //! 3. a buffer the producer lends ([`ProducerType::lend_buffer`]), for types whose buffers were
 //!    seen to match their `__dlpack__`;
-//! 4. [`call_dunder_dlpack`], then [`consume_capsule`] with [`declares_read_only`] answering for
-//!    legacy capsules, and [`ProducerType::verify_buffers`] so that later instances of the type
-//!    can take step 3.
+//! 4. [`call_dunder_dlpack`], then [`consume_capsule`] (legacy capsules come out read-only),
+//!    and [`ProducerType::verify_buffers`] so that later instances of the type can take step 3.
 //!
 //! Whatever the route, a tensor whose [`ProducerType::requires_grad`] is true is to be marked
 //! read-only ([`dlbridge::ManagedTensor::mark_read_only`]).
@@ -21,7 +20,7 @@ use pyo3::prelude::*;
 pub use crate::buffer::LentBuffer;
 pub use crate::capsule::{consume_capsule, is_capsule};
 pub use crate::exchange_api::{ExchangeApi, ExchangeEntry, FromPyObjectFn, CAPSULE_NAME};
-pub use crate::import::{call_dunder_dlpack, declares_read_only};
+pub use crate::import::call_dunder_dlpack;
 pub use crate::symbols::lookup_symbol;
 
 use crate::types::{lookup, Known};

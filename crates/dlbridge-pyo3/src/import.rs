@@ -13,7 +13,7 @@ use pyo3::exceptions::{PyAttributeError, PyTypeError};
 use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
-use pyo3::types::{PyMemoryView, PyString, PyTuple};
+use pyo3::types::{PyString, PyTuple};
 
 use crate::buffer::LentBuffer;
 use crate::capsule::{consume_capsule, is_capsule};
@@ -27,7 +27,6 @@ pub(crate) struct Interned {
     pub(crate) dlpack: Py<PyString>,
     pub(crate) exchange_api: Py<PyString>,
     pub(crate) exchange_api_legacy: Py<PyString>,
-    readonly: Py<PyString>,
     pub(crate) requires_grad: Py<PyString>,
     /// `(1, 3)`: the highest version this crate reads.
     version: Py<PyTuple>,
@@ -45,7 +44,6 @@ pub(crate) fn interned(py: Python<'_>) -> &'static Interned {
             dlpack: name("__dlpack__"),
             exchange_api: name("__dlpack_c_exchange_api__"),
             exchange_api_legacy: name("__c_dlpack_exchange_api__"),
-            readonly: name("readonly"),
             requires_grad: name("requires_grad"),
             version: PyTuple::new(py, [version.0, version.1])
                 .expect("a tuple of two ints")
@@ -74,7 +72,7 @@ pub(crate) fn import(obj: &Bound<'_, PyAny>) -> PyResult<Source> {
     if is_capsule(obj) {
         return Ok(Source::Managed(PyBox::new(
             obj.py(),
-            consume_capsule(obj, || false)?,
+            consume_capsule(obj)?,
         )?));
     }
     let info = lookup(obj);
@@ -95,7 +93,7 @@ pub(crate) fn import(obj: &Bound<'_, PyAny>) -> PyResult<Source> {
 /// `ValueError` for a capsule consumed already, and whatever the producer raises.
 pub fn from_dlpack(obj: &Bound<'_, PyAny>) -> PyResult<ManagedTensor> {
     if is_capsule(obj) {
-        return consume_capsule(obj, || false);
+        return consume_capsule(obj);
     }
     import_dlpack(obj, &lookup(obj))
 }
@@ -143,17 +141,7 @@ fn import_unguarded(obj: &Bound<'_, PyAny>, info: &TypeInfo) -> PyResult<Managed
             capsule.get_type().name()?
         )));
     }
-    consume_capsule(&capsule, || declares_read_only(obj))
-}
-
-/// Whether a legacy producer declares its memory read-only, which the legacy struct cannot
-/// carry: asked through the buffer protocol (jax arrays and read-only numpy arrays say so;
-/// objects without a buffer are taken as writable).
-pub fn declares_read_only(producer: &Bound<'_, PyAny>) -> bool {
-    let py = producer.py();
-    PyMemoryView::from(producer)
-        .and_then(|view| view.getattr(interned(py).readonly.bind(py))?.is_truthy())
-        .unwrap_or(false)
+    consume_capsule(&capsule)
 }
 
 /// `obj.__dlpack__(max_version=(1, 3), **extra)` as one vectorcall: `extra_values` go with the

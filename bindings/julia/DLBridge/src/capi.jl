@@ -106,6 +106,7 @@ const DLB_SHM_HANDLE_CAPACITY = 256
 @cfunc dlb_tensor_clone(t::Ptr{Cvoid}, out::Ptr{Ptr{Cvoid}})::Cint
 @cfunc dlb_tensor_free(t::Ptr{Cvoid})::Cvoid
 @cfunc dlb_tensor_info(t::Ptr{Cvoid}, out::Ptr{CTensorDesc})::Cint
+@cfunc dlb_tensor_check_values(t::Ptr{Cvoid})::Cint
 @cfunc dlb_tensor_is_contiguous(t::Ptr{Cvoid}, order::Int32, out::Ptr{Cint})::Cint
 @cfunc dlb_tensor_copy(t::Ptr{Cvoid}, order::Int32, out::Ptr{Ptr{Cvoid}})::Cint
 @cfunc dlb_dtype_name(dtype::CDtype, buf::Ptr{UInt8}, len::Csize_t)::Cint
@@ -128,6 +129,7 @@ const STATUS_NAMES = Dict{Cint,String}(
     24 => "DLB_ERR_BUFFER_TOO_SMALL", 25 => "DLB_ERR_DTYPE_MISMATCH", 26 => "DLB_ERR_NOT_ON_CPU",
     27 => "DLB_ERR_READ_ONLY", 28 => "DLB_ERR_UNKNOWN_NAME", 29 => "DLB_ERR_ALLOCATION_FAILED",
     30 => "DLB_ERR_SHM_IO", 31 => "DLB_ERR_SHM_NOT_FOUND", 32 => "DLB_ERR_SHM_INVALID",
+    33 => "DLB_ERR_INVALID_BOOL",
 )
 const DIMENSION_MISMATCH_STATUSES = (Cint(23), Cint(24))
 const ERROR_EXCEPTION_STATUSES = (Cint(2), Cint(3), Cint(29), Cint(30))

@@ -4,32 +4,67 @@
     DLBridge.BFloat16
 
 A 16-bit brain floating-point number (DLPack dtype `bfloat16`): the top half of a `Float32`'s
-bits. It is a bit type for exchanging data: it converts to and from `Float32` (rounding to
-nearest even), compares as that `Float32`, and promotes to `Float32` (or `Float64`) in mixed
-arithmetic; it has no arithmetic of its own. `reinterpret` converts arrays of it to and from
-other 16-bit types (BFloat16s.jl's, say) without copying.
+bits. It is a bit type for exchanging data: it converts from `Float32`, `Float64`, `Float16` and
+integers with one rounding to nearest even (other `Real`s go through `Float64`), and to
+`Float32` exactly; it compares (`==`, `<`, `isless`, so `sort` works), hashes and promotes as
+that `Float32` (to `Float64` beside a `Float64`); it has no arithmetic of its own.
+`reinterpret` converts arrays of it to and from other 16-bit types (BFloat16s.jl's, say)
+without copying.
 
 ```julia
-julia> x = DLBridge.BFloat16(1.5f0); (Float32(x), x + 1)
-(1.5f0, 2.5f0)
+julia> x = DLBridge.BFloat16(1.5f0); (Float32(x), x + 1, x < 2, hash(x) == hash(1.5))
+(1.5f0, 2.5f0, true, true)
 ```
 """
 primitive type BFloat16 <: AbstractFloat 16 end
 
+bfloat16_bits(bits::UInt16) = reinterpret(BFloat16, bits)
+quiet_nan(negative::Bool) = bfloat16_bits(0x7fc0 | UInt16(negative) << 15)
+
 function BFloat16(x::Float32)
-    isnan(x) && return reinterpret(BFloat16, 0x7fc0 | UInt16(reinterpret(UInt32, x) >> 31) << 15)
+    isnan(x) && return quiet_nan(signbit(x))
     bits = reinterpret(UInt32, x)
     rounding = 0x00007fff + ((bits >> 16) & 0x00000001)
-    return reinterpret(BFloat16, UInt16((bits + rounding) >> 16))
+    return bfloat16_bits(UInt16((bits + rounding) >> 16))
 end
-BFloat16(x::Real) = BFloat16(Float32(x))
+
+# One rounding, to nearest even, straight from the Float64 value (through Float32 would round
+# twice: 1 + 2^-8 + 2^-40 would become the tie 1 + 2^-8, then 1.0).
+function BFloat16(x::Float64)
+    isnan(x) && return quiet_nan(signbit(x))
+    sign = UInt16(signbit(x)) << 15
+    a = abs(x)
+    (iszero(a) || isinf(a)) && return bfloat16_bits(sign | (a == 0 ? 0x0000 : 0x7f80))
+    # The spacing of BFloat16 values around `a`: 8 significant bits, subnormal below 2^-126.
+    spacing = ldexp(1.0, max(exponent(a), -126) - 7)
+    # Exact in Float64: the division and product only move the exponent, and round() is to
+    # nearest with ties to even on an integer below 2^9.
+    rounded = round(a / spacing) * spacing
+    rounded >= 0x1p128 && return bfloat16_bits(sign | 0x7f80)
+    # `rounded` has at most 8 significant bits, so Float32 holds it exactly.
+    return bfloat16_bits(sign | UInt16(reinterpret(UInt32, Float32(rounded)) >> 16))
+end
+
+BFloat16(x::BFloat16) = x
+BFloat16(x::Float16) = BFloat16(Float32(x))
+# Integers up to 2^53 are exact in Float64; larger ones are rounded to 8 significant bits once.
+BFloat16(x::Integer) = abs(x) <= 2^53 ? BFloat16(Float64(x)) :
+    BFloat16(Float64(setprecision(() -> BigFloat(x), BigFloat, 8)))
+BFloat16(x::Real) = BFloat16(Float64(x))
 Base.Float32(x::BFloat16) = reinterpret(Float32, UInt32(reinterpret(UInt16, x)) << 16)
 Base.Float64(x::BFloat16) = Float64(Float32(x))
 Base.promote_rule(::Type{BFloat16}, ::Type{<:Union{Integer,Float16,Float32}}) = Float32
 Base.promote_rule(::Type{BFloat16}, ::Type{Float64}) = Float64
 Base.:(==)(x::BFloat16, y::BFloat16) = Float32(x) == Float32(y)
+Base.:<(x::BFloat16, y::BFloat16) = Float32(x) < Float32(y)
+Base.:<=(x::BFloat16, y::BFloat16) = Float32(x) <= Float32(y)
 Base.isequal(x::BFloat16, y::BFloat16) = isequal(Float32(x), Float32(y))
+Base.isless(x::BFloat16, y::BFloat16) = isless(Float32(x), Float32(y))
+# Equal numbers hash alike whatever their type (hash(BFloat16(1.5)) == hash(1.5)).
+Base.hash(x::BFloat16, h::UInt) = hash(Float32(x), h)
 Base.isnan(x::BFloat16) = isnan(Float32(x))
+Base.isinf(x::BFloat16) = isinf(Float32(x))
+Base.isfinite(x::BFloat16) = isfinite(Float32(x))
 Base.signbit(x::BFloat16) = signbit(Float32(x))
 Base.show(io::IO, x::BFloat16) = print(io, "BFloat16(", Float32(x), ")")
 

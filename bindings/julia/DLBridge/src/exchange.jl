@@ -27,7 +27,9 @@ Takes ownership of a producer's managed tensor and validates it (once, in the Ru
 copying. The producer's deleter runs exactly once: when the `Tensor`, every array `wrap`ped over
 it and every re-export are gone, or before this returns if the tensor is invalid; then an
 `ArgumentError` (`DimensionMismatch` for inconsistent strides) names the offending field. A
-legacy tensor cannot say it is read-only: pass `readonly = true` when its producer said so.
+legacy tensor cannot say it is read-only, so it is imported read-only (numpy's rule for legacy
+producers, and every dlbridge frontend's): `readonly = false` is the caller's word that the
+producer's memory is writable (torch's `to_dlpack`, say), without which `wrap` refuses it.
 A `DLBridge.Tensor` is returned as it is.
 """
 function import_tensor(p::Ptr{DLManagedTensorVersioned})
@@ -35,7 +37,7 @@ function import_tensor(p::Ptr{DLManagedTensorVersioned})
     return new_tensor(out -> dlb_tensor_import_versioned(Ptr{Cvoid}(p), out))
 end
 
-function import_tensor(p::Ptr{DLManagedTensor}; readonly::Bool = false)
+function import_tensor(p::Ptr{DLManagedTensor}; readonly::Bool = true)
     collect_released()
     flags = readonly ? DLB_FLAG_READ_ONLY : UInt64(0)
     return new_tensor(out -> dlb_tensor_import_legacy(Ptr{Cvoid}(p), flags, out))
@@ -84,7 +86,8 @@ end
 DLPack.jl's form: `to_dlpack(o)` must return a producer's managed tensor (see
 [`DLBridge.import_tensor`](@ref) for the accepted pointer types), whose ownership passes to
 DLBridge; the result is `DLBridge.wrap` of it (with the array type `A`, e.g. `Array{Float32,2}`,
-for the type-stable variants).
+for the type-stable variants). A legacy pointer imports read-only, which `wrap` refuses: for a
+producer whose memory is writable, `wrap(import_tensor(to_dlpack(o); readonly = false))`.
 """
 wrap(o, to_dlpack; kwargs...) = wrap(import_tensor(to_dlpack(o)); kwargs...)
 wrap(::Type{A}, o, to_dlpack; kwargs...) where {A<:AbstractArray} =

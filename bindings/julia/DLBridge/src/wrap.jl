@@ -22,7 +22,11 @@ own shape: `P[i, j, k] == T[i, j, k]` (and `size(P) == size(t)`).
 A read-only tensor ([`DLBridge.isreadonly`](@ref)) is refused with an `ArgumentError`, because a
 Julia array cannot forbid writes: `unsafe_ignore_readonly = true` wraps it anyway, and the caller
 answers for nothing writing through the array (writing may corrupt the producer's data or crash).
-`wrap(copy(t))` is the safe alternative. Tensors that are not on the CPU, whose dtype has no
+`wrap(copy(t))` is the safe alternative. A `Bool` array is made only over bytes 0 and 1 (a
+Julia `Bool` holding another byte is undefined behaviour): a bool tensor holding another byte
+is refused with an `ArgumentError` naming the first such element's index (0-based, in the
+tensor's order) and byte (`DLB_ERR_INVALID_BOOL`, dlbridge's one bool rule); the check reads
+every element once, when wrapping. Tensors that are not on the CPU, whose dtype has no
 Julia element type ([`DLBridge.SupportedEltype`](@ref)), or whose data is misaligned for the
 element type raise an `ArgumentError` naming the offending value.
 
@@ -91,7 +95,10 @@ function check_wrappable(t::Tensor, unsafe_ignore_readonly::Bool)
     isreadonly(t) && !unsafe_ignore_readonly &&
         throw(ArgumentError("the tensor is read-only (DLPack READ_ONLY flag) and a Julia array " *
                             "cannot forbid writes: wrap(copy(t)) for a writable copy, or pass " *
-                            "unsafe_ignore_readonly = true if nothing will write through it"))
+                            "unsafe_ignore_readonly = true if nothing will write through it " *
+                            "(a legacy pointer imports read-only unless " *
+                            "import_tensor(p; readonly = false))"))
+    t.desc.dtype.code == CODE_BOOL && GC.@preserve t check(dlb_tensor_check_values(live_handle(t)))
     return nothing
 end
 

@@ -62,6 +62,36 @@ end
     end
 end
 
+@testset "bool bytes other than 0 and 1 are refused, never wrapped as Bool" begin
+    # The one bool rule: bytes [0, 1, 2, 255] make no Bool array (a Julia Bool holding 2 is
+    # undefined behaviour; before the rule, count(wrap(t)) was 2); the error names the element.
+    # A bool tensor over `bytes` (every byte written, also those the strides skip).
+    function bool_tensor(bytes, strides = (1,))
+        p = make_producer(UInt8, (length(bytes) ÷ strides[1],), strides; dtype = (6, 8, 1))
+        for (i, b) in enumerate(bytes)
+            unsafe_store!(p.element0, b, i)
+        end
+        return DLBridge.import_tensor(p.managed)
+    end
+    function refusals(bytes)
+        t = bool_tensor(bytes)
+        @test eltype(t) === Bool
+        for f in (() -> DLBridge.wrap(t), () -> DLBridge.wrap(t; order = :permuted),
+                  () -> DLBridge.wrap(Array{Bool,1}, t),
+                  () -> DLBridge.wrap(DLBridge.StridedView{Bool,1}, t))
+            @test throws_naming(f, ArgumentError, "index [2]", "0x02", "DLB_ERR_INVALID_BOOL")
+        end
+        finalize(t)
+    end
+    @test deletions_during(() -> refusals(UInt8[0, 1, 2, 255])) == 1
+    t = bool_tensor(UInt8[1, 0, 255, 1])
+    @test throws_naming(() -> DLBridge.wrap(copy(t)), ArgumentError, "index [2]", "0xff")
+    # Only the elements the layout reaches count: every other byte of [0, 2, 1, 255] is 0 or 1.
+    A = DLBridge.wrap(bool_tensor(UInt8[0, 2, 1, 255], (2,)))
+    @test A == [false, true] && count(A) == 1
+    @test DLBridge.wrap(bool_tensor(UInt8[0, 1, 1, 0])) == [false, true, true, false]
+end
+
 @testset "unsupported dtypes are named" begin
     for (dtype, name) in [((10, 8, 1), "float8_e4m3fn"), ((2, 32, 4), "float32x4"),
                           ((17, 4, 1), "float4_e2m1fn"), ((3, 64, 1), "handle64")]

@@ -28,7 +28,7 @@ end
 
     q = DLBridge.export_tensor(DLBridge.share(A); legacy = true)
     @test q isa Ptr{DLBridge.DLManagedTensor}
-    C = DLBridge.wrap(DLBridge.import_tensor(q))
+    C = DLBridge.wrap(DLBridge.import_tensor(q; readonly = false))
     C[3, 5] = 42
     @test A[3, 5] == 42
 
@@ -37,19 +37,29 @@ end
     @test DLBridge.isreadonly(t)
     @test_throws ArgumentError DLBridge.export_tensor(t; legacy = true)
     legacy = DLBridge.export_tensor(t; legacy = true, unsafe_ignore_readonly = true)
-    @test DLBridge.isreadonly(DLBridge.import_tensor(legacy; readonly = true))
+    @test DLBridge.isreadonly(DLBridge.import_tensor(legacy))
 
     t = DLBridge.share(A)
     @test DLBridge.import_tensor(t) === t
 end
 
-@testset "legacy producers" begin
+@testset "legacy producers: read-only unless the caller says writable" begin
+    # A legacy tensor cannot say "read-only", so its import is read-only (numpy's rule too).
+    q = make_producer(Int32, (2, 3), nothing; legacy = true)
+    t = DLBridge.import_tensor(q.managed)
+    @test DLBridge.isreadonly(t)
+    refusal = try
+        DLBridge.wrap(t)
+    catch e
+        e
+    end
+    @test refusal isa ArgumentError && occursin("readonly = false", sprint(showerror, refusal))
+    @test reversed_matches(DLBridge.wrap(t; unsafe_ignore_readonly = true), q)
+    @test reversed_matches(DLBridge.wrap(copy(t)), q)
     p = make_producer(Int32, (2, 3), (3, 1); legacy = true)
-    t = DLBridge.import_tensor(p.managed)
+    t = DLBridge.import_tensor(p.managed; readonly = false)
     @test !DLBridge.isreadonly(t)
     @test reversed_matches(DLBridge.wrap(t), p)
-    q = make_producer(Int32, (2, 3), nothing; legacy = true)
-    @test DLBridge.isreadonly(DLBridge.import_tensor(q.managed; readonly = true))
 end
 
 @testset "DLPack.jl's method pair" begin
@@ -68,7 +78,8 @@ end
     from_dlpack(p) = (consumed[] = DLBridge.wrap(DLBridge.import_tensor(p)); :consumer_result)
     @test DLBridge.share(A, from_dlpack) === :consumer_result
     @test consumed[] == A && pointer(consumed[]) == pointer(A)
-    from_legacy(p) = p isa Ptr{DLBridge.DLManagedTensor} && DLBridge.wrap(DLBridge.import_tensor(p)) == A
+    from_legacy(p) = p isa Ptr{DLBridge.DLManagedTensor} &&
+        DLBridge.wrap(DLBridge.import_tensor(p; readonly = false)) == A
     @test DLBridge.share(A, from_legacy; legacy = true)
     from_same(p) = DLBridge.wrap(DLBridge.import_tensor(p); order = :permuted)
     @test DLBridge.share(A, from_same; order = :same) == A

@@ -11,6 +11,9 @@ include("producers.jl")
     @testset "wrap: every eltype and layout" begin
         include("wrap_layouts.jl")
     end
+    @testset "BFloat16" begin
+        include("bfloat16.jl")
+    end
     @testset "share" begin
         include("share_arrays.jl")
     end

@@ -264,8 +264,8 @@ static void test_empty_c_order(void) {
     int64_t got_shape[3] = {0}, got_strides[3] = {0};
     CHECK_OK(dlb_tensor_ndim(t, &ndim));
     CHECK_OK(dlb_tensor_data(t, &data));
-    CHECK_OK(dlb_tensor_shape(t, got_shape));
-    CHECK_OK(dlb_tensor_strides(t, got_strides));
+    CHECK_OK(dlb_tensor_shape(t, got_shape, 3));
+    CHECK_OK(dlb_tensor_strides(t, got_strides, 3));
     CHECK(ndim == 3 && data == info.data);
     CHECK(same_dims(got_shape, shape, 3) && same_dims(got_strides, c_strides, 3));
 
@@ -355,8 +355,8 @@ static void test_zero_d(void) {
     CHECK_OK(dlb_tensor_info(t, &info));
     CHECK(info.ndim == 0 && info.size == 1 && info.nbytes == 8);
     CHECK(info.shape == NULL && info.strides == NULL && info.data != NULL);
-    CHECK_OK(dlb_tensor_shape(t, NULL));
-    CHECK_OK(dlb_tensor_strides(t, NULL));
+    CHECK_OK(dlb_tensor_shape(t, NULL, 0));
+    CHECK_OK(dlb_tensor_strides(t, NULL, 0));
     *(double *)info.data = 2.5;
 
     DLManagedTensorVersioned *m = NULL;
@@ -835,9 +835,9 @@ static void test_null_arguments(void) {
     CHECK_FAILS(dlb_tensor_ndim(t, NULL), DLB_ERR_NULL_ARGUMENT);
     CHECK_FAILS(dlb_tensor_data(NULL, &ptr), DLB_ERR_NULL_ARGUMENT);
     CHECK_FAILS(dlb_tensor_data(t, NULL), DLB_ERR_NULL_ARGUMENT);
-    CHECK_FAILS(dlb_tensor_shape(NULL, NULL), DLB_ERR_NULL_ARGUMENT);
-    CHECK_FAILS(dlb_tensor_shape(t, NULL), DLB_ERR_NULL_ARGUMENT);
-    CHECK_FAILS(dlb_tensor_strides(t, NULL), DLB_ERR_NULL_ARGUMENT);
+    CHECK_FAILS(dlb_tensor_shape(NULL, NULL, 0), DLB_ERR_NULL_ARGUMENT);
+    CHECK_FAILS(dlb_tensor_shape(t, NULL, 8), DLB_ERR_NULL_ARGUMENT);
+    CHECK_FAILS(dlb_tensor_strides(t, NULL, 8), DLB_ERR_NULL_ARGUMENT);
     CHECK_FAILS(dlb_tensor_is_contiguous(NULL, DLB_ORDER_C, &flag), DLB_ERR_NULL_ARGUMENT);
     CHECK_FAILS(dlb_tensor_is_contiguous(t, DLB_ORDER_C, NULL), DLB_ERR_NULL_ARGUMENT);
     handle = t;
@@ -1060,6 +1060,77 @@ static void test_shared_memory(void) {
     dlb_tensor_free(src);
 }
 
+/* A copy the machine cannot back is refused before anything is allocated: a stride-0 view of
+ * one float repeated 2^40 times (4 TiB) gives DLB_ERR_ALLOCATION_FAILED, not the OOM killer. */
+static void test_copy_beyond_memory(void) {
+    float one = 1.0f;
+    int64_t shape[1] = {(int64_t)1 << 40}, strides[1] = {0};
+    dlb_tensor *t = NULL, *copy = NULL;
+    CHECK_OK(dlb_tensor_from_memory(&one, 1, shape, strides, dtype(kDLFloat, 32, 1), CPU, 0, NULL,
+                                    NULL, &t));
+    CHECK_FAILS(dlb_tensor_copy(t, DLB_ORDER_C, &copy), DLB_ERR_ALLOCATION_FAILED);
+    CHECK_MESSAGE_HAS("4398046511104 bytes");
+    CHECK(copy == NULL);
+    dlb_tensor_free(t);
+}
+
+/* The one bool rule: a bool element is the byte 0 or 1. Bytes [0, 1, 2, 255] give
+ * DLB_ERR_INVALID_BOOL naming element 2 and its byte; a strided view that skips the bad bytes
+ * passes, and so does any byte pattern of another dtype. */
+static void test_bool_bytes(void) {
+    uint8_t bytes[4] = {0, 1, 2, 255};
+    int64_t shape[1] = {4};
+    dlb_tensor *t = NULL;
+    CHECK_OK(dlb_tensor_from_memory(bytes, 1, shape, NULL, dtype(kDLBool, 8, 1), CPU, 0, NULL,
+                                    NULL, &t));
+    CHECK_FAILS(dlb_tensor_check_values(t), DLB_ERR_INVALID_BOOL);
+    CHECK_MESSAGE_HAS("index [2]");
+    CHECK_MESSAGE_HAS("0x02");
+    dlb_tensor_free(t);
+
+    int64_t two[1] = {2}, step3[1] = {3};
+    CHECK_OK(dlb_tensor_from_memory(bytes, 1, two, step3, dtype(kDLBool, 8, 1), CPU, 0, NULL,
+                                    NULL, &t));
+    CHECK_FAILS(dlb_tensor_check_values(t), DLB_ERR_INVALID_BOOL); /* elements 0 and 255 */
+    CHECK_MESSAGE_HAS("index [1]");
+    CHECK_MESSAGE_HAS("0xff");
+    dlb_tensor_free(t);
+    CHECK_OK(dlb_tensor_from_memory(bytes, 1, two, NULL, dtype(kDLBool, 8, 1), CPU, 0, NULL, NULL,
+                                    &t));
+    CHECK_OK(dlb_tensor_check_values(t));
+    dlb_tensor_free(t);
+    CHECK_OK(dlb_tensor_from_memory(bytes, 1, shape, NULL, dtype(kDLUInt, 8, 1), CPU, 0, NULL,
+                                    NULL, &t));
+    CHECK_OK(dlb_tensor_check_values(t));
+    dlb_tensor_free(t);
+    CHECK_FAILS(dlb_tensor_check_values(NULL), DLB_ERR_NULL_ARGUMENT);
+}
+
+/* Shape and strides go into a buffer of the caller's stated capacity: a 9-d tensor and an
+ * 8-slot buffer give DLB_ERR_BUFFER_TOO_SMALL, and not one slot (nor the guard after it) is
+ * written; 9 slots receive all nine values. */
+static void test_dims_buffer_capacity(void) {
+    int64_t shape[9] = {1, 2, 1, 2, 1, 2, 1, 2, 3};
+    dlb_tensor *t = NULL;
+    CHECK_OK(dlb_tensor_empty(9, shape, dtype(kDLUInt, 8, 1), &t));
+    int64_t buffer[10];
+    for (int i = 0; i < 10; i++) buffer[i] = -7;
+    CHECK_FAILS(dlb_tensor_shape(t, buffer, 8), DLB_ERR_BUFFER_TOO_SMALL);
+    CHECK_MESSAGE_HAS("8 entries");
+    CHECK_FAILS(dlb_tensor_strides(t, buffer, 8), DLB_ERR_BUFFER_TOO_SMALL);
+    CHECK_MESSAGE_HAS("9-dimensional");
+    CHECK_FAILS(dlb_tensor_shape(t, buffer, 0), DLB_ERR_BUFFER_TOO_SMALL);
+    bool untouched = true;
+    for (int i = 0; i < 10; i++) untouched = untouched && buffer[i] == -7;
+    CHECK(untouched);
+
+    CHECK_OK(dlb_tensor_shape(t, buffer, 9));
+    CHECK(same_dims(buffer, shape, 9) && buffer[9] == -7);
+    CHECK_OK(dlb_tensor_strides(t, buffer, 10));
+    CHECK(buffer[8] == 1 && buffer[7] == 3 && buffer[0] == 48 && buffer[9] == -7);
+    dlb_tensor_free(t);
+}
+
 int main(void) {
     test_version();
     test_dtype_names();
@@ -1075,6 +1146,9 @@ int main(void) {
     test_copy_of_negative_strided_view();
     test_bad_imports();
     test_null_arguments();
+    test_dims_buffer_capacity();
+    test_bool_bytes();
+    test_copy_beyond_memory();
     test_last_error_is_per_thread_and_sticky();
     test_release_queue();
     test_shared_memory();
