@@ -15,14 +15,8 @@ venv=$(ensure_venv conformance "$REPO_ROOT/requirements/conformance.txt")
 # Shared by every clone: hold its lock while its dlbridge is the one built here.
 exec 8>"$venv.test.lock"
 flock 8
-wheels=$(mktemp -d)
-trap 'rm -rf "$wheels"' EXIT
 log "building the dlbridge wheel into $venv"
-"$venv/bin/maturin" build --release --quiet \
-  --manifest-path "$REPO_ROOT/bindings/python/Cargo.toml" \
-  --interpreter "$venv/bin/python" --out "$wheels" >&2
-"$venv/bin/python" -m pip install --quiet --disable-pip-version-check \
-  --force-reinstall --no-deps "$wheels"/dlbridge-*.whl >&2
+install_wheel "$venv" "$REPO_ROOT/bindings/python"
 
 # dpnp's OpenCL CPU device: the wheels' ICD file names a build-time path, so point the loader at
 # the venv's OpenCL runtime directly; without it dpnp finds no device at all.

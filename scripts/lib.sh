@@ -46,3 +46,18 @@ ensure_venv() {
   fi
   printf '%s\n' "$venv"
 }
+
+# install_wheel VENV CRATE_DIR [MATURIN_ARGS...]: builds the crate's wheel (maturin, release, for
+# VENV's interpreter, with any extra maturin arguments) and installs it into VENV, replacing an
+# earlier build of it.
+install_wheel() {
+  local venv=$1 crate=$2 wheels status=0
+  shift 2
+  wheels=$(mktemp -d)
+  "$venv/bin/maturin" build --release --quiet "$@" --manifest-path "$crate/Cargo.toml" \
+    --interpreter "$venv/bin/python" --out "$wheels" >&2 &&
+    "$venv/bin/python" -m pip install --quiet --disable-pip-version-check \
+      --force-reinstall --no-deps "$wheels"/*.whl >&2 || status=$?
+  rm -rf "$wheels"
+  return "$status"
+}

@@ -8,16 +8,9 @@
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 venv=$(ensure_venv python-test "$REPO_ROOT/requirements/python-test.txt")
-wheels=$(mktemp -d)
-trap 'rm -rf "$wheels"' EXIT
-
 log "building the dlbridge wheel"
 # Test builds include `dlbridge._dlbridge._testing` (cargo feature `testing`, which shipped
 # wheels never have): the suites' counting and malformed capsule producers.
-"$venv/bin/maturin" build --release --quiet --features testing \
-  --manifest-path "$REPO_ROOT/bindings/python/Cargo.toml" \
-  --interpreter "$venv/bin/python" --out "$wheels" >&2
-"$venv/bin/python" -m pip install --quiet --disable-pip-version-check \
-  --force-reinstall --no-deps "$wheels"/dlbridge-*.whl >&2
+install_wheel "$venv" "$REPO_ROOT/bindings/python" --features testing
 
 printf '%s\n' "$venv"

@@ -9,14 +9,8 @@
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 venv=$("$REPO_ROOT/scripts/python-install.sh")
-wheels=$(mktemp -d)
-trap 'rm -rf "$wheels"' EXIT
 log "building the dlbridge-julia wheel"
 # The wheel links the cached Julia by rpath (it is built for this machine): no auditwheel repair.
-"$venv/bin/maturin" build --release --quiet --locked --auditwheel skip \
-  --manifest-path "$REPO_ROOT/bindings/julia/python/Cargo.toml" \
-  --interpreter "$venv/bin/python" --out "$wheels" >&2
-"$venv/bin/python" -m pip install --quiet --disable-pip-version-check \
-  --force-reinstall --no-deps "$wheels"/dlbridge_julia-*.whl >&2
+install_wheel "$venv" "$REPO_ROOT/bindings/julia/python" --locked --auditwheel skip
 
 printf '%s\n' "$venv"

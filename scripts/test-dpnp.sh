@@ -22,23 +22,13 @@ fi
 # Shared by every clone: hold its lock while its dlbridge is the one built here.
 exec 8>"$venv.test.lock"
 flock 8
-wheels=$(mktemp -d)
-trap 'rm -rf "$wheels"' EXIT
 log "building the dlbridge wheel into $venv"
-"$venv/bin/maturin" build --release --quiet \
-  --manifest-path "$REPO_ROOT/bindings/python/Cargo.toml" \
-  --interpreter "$venv/bin/python" --out "$wheels" >&2
-"$venv/bin/python" -m pip install --quiet --disable-pip-version-check \
-  --force-reinstall --no-deps "$wheels"/dlbridge-*.whl >&2
+install_wheel "$venv" "$REPO_ROOT/bindings/python"
 
 # dlbridge.julia (Julia embedded through jlrs, bindings/julia/python) beside it.
 log "building the dlbridge-julia wheel into $venv"
 eval "$("$REPO_ROOT/scripts/julia-build-env.sh")"
-"$venv/bin/maturin" build --release --quiet --locked --auditwheel skip \
-  --manifest-path "$REPO_ROOT/bindings/julia/python/Cargo.toml" \
-  --interpreter "$venv/bin/python" --out "$wheels" >&2
-"$venv/bin/python" -m pip install --quiet --disable-pip-version-check \
-  --force-reinstall --no-deps "$wheels"/dlbridge_julia-*.whl >&2
+install_wheel "$venv" "$REPO_ROOT/bindings/julia/python" --locked --auditwheel skip
 
 log "building libdlbridge (cargo build -p dlbridge-capi)"
 cargo build --quiet -p dlbridge-capi --manifest-path "$REPO_ROOT/Cargo.toml" >&2

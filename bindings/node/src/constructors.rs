@@ -112,8 +112,9 @@ fn tensor_over_typed_array(
             return Err(Failure::range_error(
                 "ERR_DLBRIDGE_OUT_OF_BOUNDS",
                 format!(
-                    "a {} of {} elements holds no whole number of {dtype} elements ({} each): \
+                    "{} {} of {} elements holds no whole number of {dtype} elements ({} each): \
                      pass a shape",
+                    dlbridge::indefinite_article(info.kind.name()),
                     info.kind.name(),
                     info.length,
                     js.per_element

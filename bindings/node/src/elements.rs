@@ -146,7 +146,8 @@ fn encode(value: Handle<'_>, kind: Kind, dtype: &str) -> Outcome<Vec<u8>> {
         Failure::type_error(
             "ERR_DLBRIDGE_INVALID_VALUE",
             format!(
-                "set: a {dtype} element takes {want}, got {}",
+                "set: {} {dtype} element takes {want}, got {}",
+                dlbridge::indefinite_article(dtype),
                 describe(value)
             ),
         )

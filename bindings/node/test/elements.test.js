@@ -99,7 +99,7 @@ test('integer dtypes take numbers and BigInts in range, and name the value they 
   const wide = fromTypedArray(new BigUint64Array(1));
   assertThrowsCode(() => wide.set(0, -1n), RangeError, 'ERR_DLBRIDGE_VALUE_OUT_OF_RANGE', /-1n .*uint64/);
   assertThrowsCode(() => wide.set(0, 2n ** 64n), RangeError, 'ERR_DLBRIDGE_VALUE_OUT_OF_RANGE', /uint64/);
-  assertThrowsCode(() => tensor.set(0, '1'), TypeError, 'ERR_DLBRIDGE_INVALID_VALUE', /int8 element takes an integer.*the string "1"/);
+  assertThrowsCode(() => tensor.set(0, '1'), TypeError, 'ERR_DLBRIDGE_INVALID_VALUE', /set: an int8 element takes an integer.*the string "1"/);
   assert.equal(tensor.get(0), 127);
 });
 

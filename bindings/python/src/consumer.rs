@@ -184,8 +184,9 @@ fn refuse_unusable(
     }
     let name = ty.name().map(|n| n.to_string()).unwrap_or_default();
     type_error(format!(
-        "cannot import a {name}: its type publishes {what} (no DLPack exchange API table usable \
-         for its instances), and has no __dlpack__ method"
+        "cannot import {} {name}: its type publishes {what} (no DLPack exchange API table usable \
+         for its instances), and has no __dlpack__ method",
+        dlbridge::indefinite_article(&name)
     ))
 }
 

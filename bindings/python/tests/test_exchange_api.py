@@ -13,31 +13,8 @@ import pytest
 import torch
 
 import dlbridge
+from dlbridge.conformance.abi import DLDataType, DLDevice, DLPackVersion, DLTensor
 from helpers import np_ptr, testing
-
-
-class DLPackVersion(ctypes.Structure):
-    _fields_ = [("major", ctypes.c_uint32), ("minor", ctypes.c_uint32)]
-
-
-class DLDevice(ctypes.Structure):
-    _fields_ = [("device_type", ctypes.c_int32), ("device_id", ctypes.c_int32)]
-
-
-class DLDataType(ctypes.Structure):
-    _fields_ = [("code", ctypes.c_uint8), ("bits", ctypes.c_uint8), ("lanes", ctypes.c_uint16)]
-
-
-class DLTensor(ctypes.Structure):
-    _fields_ = [
-        ("data", ctypes.c_void_p),
-        ("device", DLDevice),
-        ("ndim", ctypes.c_int32),
-        ("dtype", DLDataType),
-        ("shape", ctypes.POINTER(ctypes.c_int64)),
-        ("strides", ctypes.POINTER(ctypes.c_int64)),
-        ("byte_offset", ctypes.c_uint64),
-    ]
 
 
 class DLManagedTensorVersioned(ctypes.Structure):
@@ -360,7 +337,7 @@ def test_pure_python_integer_table_does_not_crash_the_interpreter(name):
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
-    assert f"TypeError: cannot import a Evil: its type publishes {name} = an object of type int" in done.stdout
+    assert f"TypeError: cannot import an Evil: its type publishes {name} = an object of type int" in done.stdout
 
 
 class Borrowed:
@@ -426,7 +403,7 @@ def test_copied_torch_table_without_dunder_dlpack_is_a_type_error_not_a_crash(ba
     out = run_evil(base, dunder=False)
     assert "fast path: False" in out
     assert (
-        "TypeError: cannot import a Evil: its type publishes __dlpack_c_exchange_api__ = a table "
+        "TypeError: cannot import an Evil: its type publishes __dlpack_c_exchange_api__ = a table "
         "whose code lives in libtorch_python"
     ) in out
     assert f"while Evil's instances are laid out by {EVIL_LAYOUT[base]}" in out

@@ -772,7 +772,10 @@ fn check_header(h: &HeaderCopy, size: usize, handle: &str) -> Result<()> {
     {
         return Err(invalid(
             handle,
-            format!("data at {offset}..+{len} does not fit a {size}-byte segment after the header"),
+            format!(
+                "data at {offset}..+{len} does not fit {} {size}-byte segment after the header",
+                crate::indefinite_article(&size.to_string())
+            ),
         ));
     }
     if Device::from_raw(h.device)? != Device::CPU {
