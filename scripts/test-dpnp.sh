@@ -30,9 +30,12 @@ log "building the dlbridge-julia wheel into $venv"
 eval "$("$REPO_ROOT/scripts/julia-build-env.sh")"
 install_wheel "$venv" "$REPO_ROOT/bindings/julia/python" --locked --auditwheel skip
 
-log "building libdlbridge (cargo build -p dlbridge-capi)"
-cargo build --quiet -p dlbridge-capi --manifest-path "$REPO_ROOT/Cargo.toml" >&2
-export DLBRIDGE_CAPI_LIB=${CARGO_TARGET_DIR:-$REPO_ROOT/target}/debug/libdlbridge.so
+# One release libdlbridge for all of them: the C ABI tests (ctypes), DLBridge.jl inside the
+# embedded Julia, and Mojo.
+log "building libdlbridge (cargo build --release -p dlbridge-capi)"
+cargo build --quiet --release -p dlbridge-capi --manifest-path "$REPO_ROOT/Cargo.toml" >&2
+export DLBRIDGE_LIB=${CARGO_TARGET_DIR:-$REPO_ROOT/target}/release/libdlbridge.so
+export DLBRIDGE_CAPI_LIB=$DLBRIDGE_LIB
 
 log "running the dpnp device tests (Python, Rust, the C ABI and embedded Julia)"
 (cd "$REPO_ROOT/bindings/python" && "$venv/bin/python" -m pytest -q -p no:cacheprovider tests-device "$@")
@@ -40,9 +43,6 @@ log "running the dpnp device tests (Python, Rust, the C ABI and embedded Julia)"
 # Mojo, with the dpnp venv's interpreter embedded: a oneAPI tensor passes through unchanged and
 # host access to it is refused.
 mojo_venv=$(ensure_venv mojo "$REPO_ROOT/requirements/mojo.txt")
-log "building libdlbridge for Mojo (cargo build --release -p dlbridge-capi)"
-cargo build --quiet --release -p dlbridge-capi --manifest-path "$REPO_ROOT/Cargo.toml" >&2
-export DLBRIDGE_LIB=${CARGO_TARGET_DIR:-$REPO_ROOT/target}/release/libdlbridge.so
 log "mojo run bindings/mojo/tests-device/test_dpnp.mojo"
 cd "$REPO_ROOT"
 PATH=$mojo_venv/bin:$PATH MOJO_PYTHON=$venv/bin/python \
