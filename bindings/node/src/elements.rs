@@ -227,7 +227,8 @@ fn integer_value(value: Handle<'_>, dtype: &str, fits: impl Fn(i128) -> bool) ->
             return Err(Failure::type_error(
                 "ERR_DLBRIDGE_INVALID_VALUE",
                 format!(
-                    "set: a {dtype} element takes an integer number or BigInt, got {}",
+                    "set: {} {dtype} element takes an integer number or BigInt, got {}",
+                    dlbridge::indefinite_article(dtype),
                     describe(value)
                 ),
             ))

@@ -154,8 +154,9 @@ impl fmt::Display for CapiError {
             ),
             CapiError::DimsBufferTooSmall { what, needed, cap } => write!(
                 f,
-                "buffer of {cap} entries is too small for the {what} of a {needed}-dimensional \
-                 tensor"
+                "buffer of {cap} entries is too small for the {what} of {} {needed}-dimensional \
+                 tensor",
+                dlbridge::indefinite_article(&needed.to_string())
             ),
             CapiError::Panic(message) => write!(f, "dlbridge panicked: {message}"),
         }
