@@ -60,6 +60,7 @@ native.initEnvironment({
     (() => false),
   markAsUntransferable,
   ArrayBuffer,
+  Tensor: native.Tensor,
 });
 
 /**

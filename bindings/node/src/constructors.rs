@@ -51,6 +51,10 @@ impl TypedArrayOptions {
     }
 }
 
+/// The Node-API type tag of an ArrayBuffer found fixed-length and marked untransferable.
+const PINNABLE_TAG: napi::sys::napi_type_tag =
+    napi::bindgen_prelude::type_tag_from_ident("dlbridge.node::PinnableArrayBuffer");
+
 /// The `TypeError` for a resizable ArrayBuffer.
 fn resizable() -> Failure {
     Failure::type_error(
@@ -60,11 +64,11 @@ fn resizable() -> Failure {
     )
 }
 
-fn tensor_over_typed_array(
-    scope: Scope<'_>,
-    array: Handle<'_>,
-    options: &Options<'_>,
-) -> Outcome<Tensor> {
+fn tensor_over_typed_array<'env>(
+    scope: Scope<'env>,
+    array: Handle<'env>,
+    options: &Options<'env>,
+) -> Outcome<Handle<'env>> {
     let context = EnvContext::of(scope)?;
     let engine = context.require_engine()?;
     let TypedArrayOptions {
@@ -89,8 +93,11 @@ fn tensor_over_typed_array(
     if info.buffer.is_detached() {
         return Err(detached());
     }
-    let is_arraybuffer = info.buffer.is_arraybuffer();
-    if is_arraybuffer && engine.is_resizable(scope, info.buffer)? {
+    // An ArrayBuffer that an earlier call already found fixed-length and marked untransferable
+    // carries PINNABLE_TAG (neither can change back); others cost two calls into JavaScript.
+    let unchecked_arraybuffer =
+        info.buffer.is_arraybuffer() && !info.buffer.has_type_tag(&PINNABLE_TAG);
+    if unchecked_arraybuffer && engine.is_resizable(scope, info.buffer)? {
         return Err(resizable());
     }
     let (dtype, js) = dtype_for(info.kind, dtype.as_deref())?;
@@ -162,9 +169,11 @@ fn tensor_over_typed_array(
             Box::new(()),
         )
     }?;
-    if is_arraybuffer {
+    if unchecked_arraybuffer {
         // Native code holds the address from now on: `postMessage` must copy, not move, it.
         engine.mark_untransferable(scope, info.buffer)?;
+        // Untagged (another addon's tag is there) only means the checks run again next time.
+        info.buffer.add_type_tag(&PINNABLE_TAG);
     }
     let memory = JsMemory::pin(
         scope,
@@ -172,16 +181,16 @@ fn tensor_over_typed_array(
         info.buffer,
         info.byte_offset + byte_offset,
     )?;
-    Ok(Tensor::new(SharedTensor::over_js(tensor, memory)))
+    Tensor::new(SharedTensor::over_js(tensor, memory)).into_object(scope, engine)
 }
 
 /// A `Tensor` over a typed array's own memory (see index.d.ts).
 #[napi(js_name = "fromTypedArray")]
-pub fn from_typed_array(
-    env: &Env,
-    array: Unknown<'_>,
-    options: Option<Unknown<'_>>,
-) -> napi::Result<Tensor> {
+pub fn from_typed_array<'env>(
+    env: &'env Env,
+    array: Unknown<'env>,
+    options: Option<Unknown<'env>>,
+) -> napi::Result<Unknown<'env>> {
     let scope = Scope::new(env);
     Options::new(
         scope,
@@ -190,6 +199,7 @@ pub fn from_typed_array(
         &["shape", "strides", "offset", "readonly", "dtype"],
     )
     .and_then(|options| tensor_over_typed_array(scope, scope.adopt(&array), &options))
+    .map(Handle::into_unknown)
     .or_throw(env)
 }
 

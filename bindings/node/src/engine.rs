@@ -8,7 +8,9 @@
 //!   answers for an ArrayBuffer of any realm), `worker_threads.markAsUntransferable`, and the
 //!   `ArrayBuffer` constructor, which throws where `napi_create_arraybuffer` ends the process
 //!   (an allocation that fails, a length beyond the engine's limit);
-//! - whether this is the main thread, whose heap outlives every worker's.
+//! - whether this is the main thread, whose heap outlives every worker's;
+//! - this addon's `Tensor` class, whose instances the hot constructors make themselves
+//!   ([`Tensor::into_object`](crate::tensor::Tensor::into_object)).
 
 use napi::bindgen_prelude::Unknown;
 use napi::{sys, Env};
@@ -33,6 +35,8 @@ pub(crate) struct Engine {
     mark_untransferable: sys::napi_ref,
     /// Strong reference to the `ArrayBuffer` constructor.
     array_buffer: sys::napi_ref,
+    /// Strong reference to this addon's `Tensor` class.
+    tensor_class: sys::napi_ref,
 }
 
 impl Engine {
@@ -74,6 +78,12 @@ impl Engine {
         Ok((buffer, buffer.arraybuffer_data()?))
     }
 
+    /// This addon's `Tensor` class (its constructor).
+    pub(crate) fn tensor_class<'env>(&self, scope: Scope<'env>) -> Outcome<Handle<'env>> {
+        // SAFETY: as in `is_resizable`.
+        unsafe { scope.reference_value(self.tensor_class) }.ok_or_else(gone)
+    }
+
     /// Fails unless a typed array of `length` elements fits the engine.
     pub(crate) fn check_typed_array_length(&self, length: usize, what: &str) -> Outcome<()> {
         if length > self.max_typed_array_length {
@@ -108,6 +118,7 @@ impl Engine {
             scope.delete_reference(self.resizable_getter);
             scope.delete_reference(self.mark_untransferable);
             scope.delete_reference(self.array_buffer);
+            scope.delete_reference(self.tensor_class);
         }
     }
 }
@@ -163,7 +174,7 @@ fn function<'env>(value: Handle<'env>, what: &str) -> Outcome<Handle<'env>> {
 
 /// Sets up the calling environment (index.js calls it once when it loads):
 /// `{isMainThread, maxTypedArrayLength, maxExternalByteLength, resizable, markAsUntransferable,
-/// ArrayBuffer}`.
+/// ArrayBuffer, Tensor}` (`Tensor`: this addon's class, whose instances `fromTypedArray` makes).
 /// Later calls (index.js evaluated again in another realm of the same environment, as Jest
 /// does) keep the first setup.
 #[napi(js_name = "initEnvironment")]
@@ -181,6 +192,7 @@ pub fn init_environment(env: &Env, setup: Unknown<'_>) -> napi::Result<()> {
             "markAsUntransferable",
         )?;
         let array_buffer = function(setup.get_named(c"ArrayBuffer")?, "ArrayBuffer")?;
+        let tensor_class = function(setup.get_named(c"Tensor")?, "Tensor")?;
         let engine = Engine {
             max_typed_array_length: limit(
                 setup.get_named(c"maxTypedArrayLength")?,
@@ -194,6 +206,7 @@ pub fn init_environment(env: &Env, setup: Unknown<'_>) -> napi::Result<()> {
             resizable_getter: scope.create_reference(resizable, 1)?,
             mark_untransferable: scope.create_reference(mark, 1)?,
             array_buffer: scope.create_reference(array_buffer, 1)?,
+            tensor_class: scope.create_reference(tensor_class, 1)?,
         };
         if let Err(engine) = context.set_engine(engine) {
             // SAFETY: the references were just made here and nothing else holds them.

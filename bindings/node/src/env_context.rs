@@ -22,7 +22,7 @@ use crate::block_registry::BlockRegistry;
 use crate::diagnostics::PINNED_JS_BUFFERS;
 use crate::engine::{not_initialised, Engine};
 use crate::errors::{Failure, Outcome};
-use crate::node_api::{Handle, Scope};
+use crate::node_api::Scope;
 use crate::release_queue::ReleaseQueue;
 
 /// What dlbridge keeps per Node-API environment.
@@ -37,15 +37,13 @@ pub(crate) struct EnvContext {
     /// The engine's limits and intrinsics, once index.js has set them up.
     engine: OnceLock<Engine>,
     releases: Arc<ReleaseQueue>,
-    /// Strong reference to the symbol under which a `Tensor` object keeps its view buffer.
-    view_key: sys::napi_ref,
     /// The external ArrayBuffers alive in this environment.
     pub(crate) blocks: BlockRegistry,
     /// Test switch: behave as a runtime that forbids external buffers.
     forbid_external_buffers: AtomicBool,
 }
 
-// SAFETY: the raw Node-API handles inside (`view_key`, the env address) are only used on the
+// SAFETY: the raw Node-API handle inside (the env address) is only used on the
 // environment's own thread while `alive`; other threads only read atomics and post to the
 // thread-safe release queue.
 unsafe impl Send for EnvContext {}
@@ -81,7 +79,6 @@ impl EnvContext {
     }
 
     fn create(scope: Scope<'_>) -> Outcome<Arc<EnvContext>> {
-        let key = scope.symbol(c"dlbridge.viewBuffer")?;
         let context = Arc::new(EnvContext {
             env: scope.raw() as usize,
             thread: thread::current().id(),
@@ -89,7 +86,6 @@ impl EnvContext {
             heap_lock: RwLock::new(()),
             engine: OnceLock::new(),
             releases: ReleaseQueue::new(scope)?,
-            view_key: scope.create_reference(key, 1)?,
             blocks: BlockRegistry::default(),
             forbid_external_buffers: AtomicBool::new(false),
         });
@@ -195,14 +191,6 @@ impl EnvContext {
         }
     }
 
-    /// The symbol under which `Tensor` objects keep their view buffer.
-    pub(crate) fn view_key<'env>(&self, scope: Scope<'env>) -> Outcome<Handle<'env>> {
-        // SAFETY: `view_key` was created in this env (the caller's, as `of` checked) and lives
-        // until teardown.
-        unsafe { scope.reference_value(self.view_key) }
-            .ok_or_else(|| Failure::plain("ERR_DLBRIDGE_NODE_API", "dlbridge's view key is gone"))
-    }
-
     /// Whether external ArrayBuffers are refused here (always false on stock Node; the switch
     /// exists so tests can exercise the copy fallback of runtimes like Electron).
     pub(crate) fn forbids_external_buffers(&self) -> bool {
@@ -223,8 +211,6 @@ unsafe extern "C" fn on_teardown(env: sys::napi_env, data: *mut c_void, _hint: *
     let context = unsafe { Arc::from_raw(data as *const EnvContext) };
     // SAFETY: Node calls instance-data finalizers with the live env on its thread.
     let scope = unsafe { Scope::from_raw(env) };
-    // SAFETY: the view key was created in this env; the context is dead from here on.
-    unsafe { scope.delete_reference(context.view_key) };
     if let Some(engine) = context.engine() {
         // SAFETY: this env, live; a dead context never uses its engine again.
         unsafe { engine.release(scope) };

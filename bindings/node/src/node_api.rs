@@ -340,16 +340,6 @@ impl<'env> Scope<'env> {
         Ok(self.handle(out))
     }
 
-    /// A new `Symbol(description)`.
-    pub(crate) fn symbol(self, description: &CStr) -> Outcome<Handle<'env>> {
-        let name = self.string(description)?;
-        let mut out = ptr::null_mut();
-        // SAFETY: live env, `name` was just made in it.
-        let status = unsafe { sys::napi_create_symbol(self.env, name.value, &mut out) };
-        check(status, "napi_create_symbol")?;
-        Ok(self.handle(out))
-    }
-
     /// A reference to `value` with `count` strong references (0: weak).
     pub(crate) fn create_reference(
         self,
@@ -500,44 +490,20 @@ impl<'env> Handle<'env> {
         Ok(Handle { value: out, ..self })
     }
 
-    /// The own property under `key` (a symbol), `None` when the object has none: unlike
-    /// [`get`](Self::get), no getter of its prototype chain runs.
-    pub(crate) fn get_own(self, key: Handle<'env>) -> Outcome<Option<Handle<'env>>> {
-        let mut has = false;
-        // SAFETY: live env, values of this call (the object is not a Proxy: no trap runs).
+    /// Whether the object carries the Node-API type `tag` (which only native code can set).
+    pub(crate) fn has_type_tag(self, tag: &sys::napi_type_tag) -> bool {
+        let mut tagged = false;
+        // SAFETY: live env and value; `tag` outlives the call.
         let status =
-            unsafe { sys::napi_has_own_property(self.env, self.value, key.value, &mut has) };
-        check(status, "napi_has_own_property")?;
-        if !has {
-            return Ok(None);
-        }
-        self.get(key).map(Some)
+            unsafe { sys::napi_check_object_type_tag(self.env, self.value, tag, &mut tagged) };
+        status == sys::Status::napi_ok && tagged
     }
 
-    /// The property under `key` (a symbol).
-    pub(crate) fn get(self, key: Handle<'env>) -> Outcome<Handle<'env>> {
-        let mut out = ptr::null_mut();
-        // SAFETY: live env, values of this call.
-        let status = unsafe { sys::napi_get_property(self.env, self.value, key.value, &mut out) };
-        check(status, "napi_get_property")?;
-        Ok(Handle { value: out, ..self })
-    }
-
-    /// Defines `key` as a hidden (non-enumerable, read-only, permanent) property.
-    pub(crate) fn define_hidden(self, key: Handle<'env>, value: Handle<'env>) -> Outcome<()> {
-        let descriptor = sys::napi_property_descriptor {
-            utf8name: ptr::null(),
-            name: key.value,
-            method: None,
-            getter: None,
-            setter: None,
-            value: value.value,
-            attributes: sys::PropertyAttributes::default,
-            data: ptr::null_mut(),
-        };
-        // SAFETY: live env, values of this call, one valid descriptor.
-        let status = unsafe { sys::napi_define_properties(self.env, self.value, 1, &descriptor) };
-        check(status, "napi_define_properties")
+    /// Tags the object with `tag`; false if it could not be (already tagged, by this or
+    /// another addon).
+    pub(crate) fn add_type_tag(self, tag: &sys::napi_type_tag) -> bool {
+        // SAFETY: live env and value; `tag` outlives the call.
+        unsafe { sys::napi_type_tag_object(self.env, self.value, tag) == sys::Status::napi_ok }
     }
 
     /// The native object of an instance of the `#[napi]` class `T`, or `None` for any other

@@ -1,17 +1,19 @@
 //! The JS `Tensor` class: a handle on a [`SharedTensor`], its metadata as properties,
 //! `toTypedArray` / `exportPointer`, and `close`, which lets go of the handle at once.
 
-use std::cell::{Cell, RefCell};
+use std::cell::{Cell, OnceCell, RefCell};
+use std::ffi::c_void;
 use std::sync::Arc;
 
 use dlbridge::ffi::DLManagedTensorVersioned;
 use dlbridge::{Flags, Order};
 use dlbridge_napi::TensorHandle;
-use napi::bindgen_prelude::{BigInt, This, Unknown};
-use napi::Env;
+use napi::bindgen_prelude::{BigInt, TypeTag, Unknown};
+use napi::{sys, Env};
 use napi_derive::napi;
 
 use crate::arguments::Options;
+use crate::engine::Engine;
 use crate::env_context::EnvContext;
 use crate::errors::{Failure, OrThrow, Outcome};
 use crate::external::{copy_to_arraybuffer, view_buffer};
@@ -39,6 +41,27 @@ pub struct Tensor {
     views_copied: Cell<bool>,
     /// Byte offset of element 0 in this object's view buffer, once made.
     view_offset: Cell<usize>,
+    /// This object's view buffer, once made.
+    view_buffer: OnceCell<ViewBufferRef>,
+}
+
+/// A strong reference to the ArrayBuffer every view of one `Tensor` object is over, held by
+/// that object (as long as it lives) and deleted when it is collected.
+struct ViewBufferRef {
+    context: Arc<EnvContext>,
+    reference: sys::napi_ref,
+}
+
+impl Drop for ViewBufferRef {
+    fn drop(&mut self) {
+        // The object is finalized on its environment's thread; once the environment is tearing
+        // down, its references go with it.
+        if self.context.is_alive_on_this_thread() {
+            // SAFETY: the reference was made in this environment, which is alive and current
+            // (its finalizer is running), and is deleted only here.
+            unsafe { Scope::from_raw(self.context.raw_env()).delete_reference(self.reference) };
+        }
+    }
 }
 
 /// Where a tensor's memory lives.
@@ -59,7 +82,55 @@ impl Tensor {
             shared: RefCell::new(Some(shared)),
             views_copied: Cell::new(false),
             view_offset: Cell::new(0),
+            view_buffer: OnceCell::new(),
         }
+    }
+
+    /// The JS object of this tensor: an instance of the `Tensor` class, wrapped and type-tagged
+    /// as napi-rs wraps its own instances (its methods and every tensor-object consumer take it
+    /// alike), but without napi-rs's per-instance bookkeeping (a registry entry, a boxed
+    /// callback and an `Arc`, kept for references to instances that this addon never takes),
+    /// which costs more than the rest of `fromTypedArray`.
+    pub(crate) fn into_object<'env>(
+        self,
+        scope: Scope<'env>,
+        engine: &Engine,
+    ) -> Outcome<Handle<'env>> {
+        let class = engine.tensor_class(scope)?;
+        // napi-rs's constructor of a class without `#[napi(constructor)]` throws unless its
+        // factory flag is set, as napi-rs sets it around its own `napi_new_instance`.
+        napi::__private::___CALL_FROM_FACTORY.with(|factory| factory.set(true));
+        let object = scope.construct(class, &[]);
+        napi::__private::___CALL_FROM_FACTORY.with(|factory| factory.set(false));
+        let object = object?;
+        let native = Box::into_raw(Box::new(self));
+        // SAFETY: live env, a fresh object of this call that nothing wrapped yet; from here on
+        // `finalize_tensor` owns `native`.
+        let status = unsafe {
+            sys::napi_wrap(
+                scope.raw(),
+                object.raw(),
+                native.cast(),
+                Some(finalize_tensor),
+                std::ptr::null_mut(),
+                std::ptr::null_mut(),
+            )
+        };
+        if status != sys::Status::napi_ok {
+            // SAFETY: not wrapped, so still ours.
+            drop(unsafe { Box::from_raw(native) });
+            return Err(Failure::plain(
+                "ERR_DLBRIDGE_NODE_API",
+                format!("cannot wrap a Tensor (Node-API status {status})"),
+            ));
+        }
+        if !object.add_type_tag(&<Tensor as TypeTag>::type_tag()) {
+            return Err(Failure::plain(
+                "ERR_DLBRIDGE_NODE_API",
+                "cannot tag a Tensor object",
+            ));
+        }
+        Ok(object)
     }
 
     /// The shared tensor; `ERR_DLBRIDGE_CLOSED` once `close` ran. Callers take it after
@@ -85,7 +156,6 @@ impl Tensor {
     fn typed_array<'env>(
         &self,
         scope: Scope<'env>,
-        this: Handle<'env>,
         options: Options<'env>,
     ) -> Outcome<Handle<'env>> {
         let copy = options.bool(c"copy")?.unwrap_or(false);
@@ -131,35 +201,51 @@ impl Tensor {
             let (buffer, _) = scope.create_arraybuffer(0)?;
             return scope.create_typed_array(layout.kind, 0, buffer, 0);
         }
-        let (buffer, offset) = self.cached_view_buffer(scope, &context, &shared, this, layout)?;
+        let (buffer, offset) = self.cached_view_buffer(scope, &context, &shared, layout)?;
         scope.create_typed_array(layout.kind, length, buffer, offset)
     }
 
-    /// The buffer this object's views share: made once and kept as a hidden property of the JS
+    /// The buffer this object's views share: made once and held by a strong reference of the
     /// object, so every view of one `Tensor` is over the same ArrayBuffer, which lives as long as
-    /// the object or any view.
+    /// the object or any view. The reference is invisible to JavaScript: no property lookup.
     fn cached_view_buffer<'env>(
         &self,
         scope: Scope<'env>,
         context: &Arc<EnvContext>,
         shared: &Arc<SharedTensor>,
-        this: Handle<'env>,
         layout: JsLayout,
     ) -> Outcome<(Handle<'env>, usize)> {
-        let key = context.view_key(scope)?;
-        // Own only: a getter planted on the prototype under the key must not run here.
-        if let Some(cached) = this.get_own(key)? {
-            if cached.is_detached() {
+        if let Some(cached) = self.view_buffer.get() {
+            // SAFETY: a strong reference made below in this object's environment, which is the
+            // caller's (a JS object never leaves its environment); deleted only when the object
+            // is collected.
+            let buffer = unsafe { scope.reference_value(cached.reference) }.ok_or_else(|| {
+                Failure::plain("ERR_DLBRIDGE_NODE_API", "the view buffer is gone")
+            })?;
+            if buffer.is_detached() {
                 return Err(crate::js_memory::detached());
             }
-            return Ok((cached, self.view_offset.get()));
+            return Ok((buffer, self.view_offset.get()));
         }
         let made = view_buffer(scope, context, shared, layout.kind.element_size())?;
-        this.define_hidden(key, made.buffer)?;
+        let reference = scope.create_reference(made.buffer, 1)?;
+        let held = ViewBufferRef {
+            context: context.clone(),
+            reference,
+        };
+        // No JavaScript of the caller's ran since the check above, so the cell is still empty.
+        drop(self.view_buffer.set(held));
         self.views_copied.set(made.copied);
         self.view_offset.set(made.offset);
         Ok((made.buffer, made.offset))
     }
+}
+
+/// The finalizer of a `Tensor` object made by [`Tensor::into_object`].
+unsafe extern "C" fn finalize_tensor(_env: sys::napi_env, data: *mut c_void, _hint: *mut c_void) {
+    // SAFETY: `data` is the `Box<Tensor>` that `into_object` wrapped; Node calls this once, when
+    // the object is collected (or its environment torn down), and nothing uses it after.
+    drop(unsafe { Box::from_raw(data.cast::<Tensor>()) });
 }
 
 /// The protocol's `export`: a new managed tensor over the tensor, for another addon's argument
@@ -272,7 +358,6 @@ impl Tensor {
     pub fn to_typed_array<'env>(
         &self,
         env: &'env Env,
-        this: This<'env>,
         options: Option<Unknown<'env>>,
     ) -> napi::Result<Unknown<'env>> {
         let scope = Scope::new(env);
@@ -282,10 +367,7 @@ impl Tensor {
             "toTypedArray",
             &["copy", "unsafeIgnoreReadOnly"],
         )
-        .and_then(|options| {
-            let this = scope.adopt(&*this);
-            self.typed_array(scope, this, options)
-        })
+        .and_then(|options| self.typed_array(scope, options))
         .map(Handle::into_unknown)
         .or_throw(env)
     }

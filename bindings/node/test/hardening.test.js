@@ -325,18 +325,45 @@ test('the package loads again in the same environment, as Jest loads it per test
   });
 });
 
-test("a getter planted on Tensor.prototype under the view key never replaces the memory", () => {
+test('the view buffer is held natively: a Tensor has no property a prototype getter could shadow', () => {
   const result = runChild(`
     const first = dlbridge.arange(4, 'float32');
     first.toTypedArray();
-    const [key] = Object.getOwnPropertySymbols(first);
+    const keys = Reflect.ownKeys(first).map(String);
     let called = false;
-    Object.defineProperty(dlbridge.Tensor.prototype, key, {
-      get() { called = true; return new ArrayBuffer(64); },
-    });
+    for (const key of ['viewBuffer', Symbol.for('dlbridge.viewBuffer')]) {
+      Object.defineProperty(dlbridge.Tensor.prototype, key, {
+        get() { called = true; return new ArrayBuffer(64); },
+      });
+    }
     const t = dlbridge.arange(4, 'float32');
     const view = t.toTypedArray();
-    report({ called, values: [...view], same: dlbridge.addressOf(view) === t.dataPtr });
+    const again = t.toTypedArray();
+    report({ keys, called, values: [...view], same: dlbridge.addressOf(view) === t.dataPtr,
+      shared: view.buffer === again.buffer && first.toTypedArray().buffer !== view.buffer });
   `);
-  assert.deepEqual(result, { called: false, values: [0, 1, 2, 3], same: true });
+  assert.deepEqual(result, { keys: [], called: false, values: [0, 1, 2, 3], same: true, shared: true });
+});
+
+test('an ArrayBuffer pinned before is checked again: detached or resizable, it is refused every time', () => {
+  const result = runChild(`
+    const array = new Float32Array(16);
+    dlbridge.fromTypedArray(array);
+    const again = dlbridge.fromTypedArray(array);
+    let transfer;
+    try { structuredClone(array.buffer, { transfer: [array.buffer] }); transfer = 'returned'; }
+    catch (e) { transfer = e.name; }
+    const kept = array.buffer.byteLength;
+    // A buffer that was never pinned, detached after a first tensor over another buffer.
+    const other = new Float32Array(16);
+    structuredClone(other.buffer, { transfer: [other.buffer] });
+    const detached = outcome(() => dlbridge.fromTypedArray(other));
+    const resizable = new Float32Array(new ArrayBuffer(64, { maxByteLength: 128 }));
+    const refused = [1, 2].map(() => outcome(() => dlbridge.fromTypedArray(resizable)).code);
+    report({ size: again.size, transfer, kept, detached: detached.code, refused });
+  `);
+  assert.equal(result.size, 16);
+  assert.equal(result.kept, 64, `the pinned buffer was transferred away (${result.transfer})`);
+  assert.equal(result.detached, 'ERR_DLBRIDGE_DETACHED');
+  assert.deepEqual(result.refused, ['ERR_DLBRIDGE_RESIZABLE', 'ERR_DLBRIDGE_RESIZABLE']);
 });
