@@ -68,7 +68,9 @@ extern "C" {
 /// `DLBRIDGE_JULIA_IMAGE` (its `sys.so`), defaulting to the Julia this crate was built against;
 /// which DLBridge.jl: `DLBRIDGE_JULIA_PACKAGE` (the package folder), defaulting to the copy of
 /// `bindings/julia/DLBridge` compiled into this crate (so a built artefact does not need its
-/// checkout); libdlbridge: `DLBRIDGE_LIB`, defaulting to this checkout's `target/release`.
+/// checkout); libdlbridge: `DLBRIDGE_LIB`, defaulting to the shared object holding this crate
+/// where that object exports libdlbridge's functions too (the Python module does), else to this
+/// checkout's `target/release`.
 pub struct Julia {
     _not_send: PhantomData<*mut jlrs::Julia>,
 }
@@ -171,6 +173,7 @@ fn start_runtime() -> std::result::Result<*mut jlrs::Julia, String> {
     );
     let image = configured_path("DLBRIDGE_JULIA_IMAGE", env!("DLBRIDGE_JULIA_DEFAULT_IMAGE"));
     let package = Package::locate()?;
+    let library = package::default_library();
     promote_libjulia();
     set_options();
     let signals = HostSignals::save();
@@ -191,7 +194,7 @@ fn start_runtime() -> std::result::Result<*mut jlrs::Julia, String> {
     let _running = InJulia::enter();
     let loaded = runtime.dynamic_frame(|global, frame| {
         let path = Value::new(frame, source.as_str())?;
-        let library = Value::new(frame, package::DEFAULT_LIBRARY)?;
+        let library = Value::new(frame, library.as_str())?;
         let include = Value::eval_string(frame, LOAD_PACKAGE)?
             .map_err(|_| jlrs::error::JlrsError::Other("cannot compile the loader".into()))?;
         if let Err(exception) = include.call2(frame, path, library)? {

@@ -571,3 +571,54 @@ def test_a_tensor_that_requires_grad_is_taken_read_only_and_refused():
         jl.call("x -> (x .= 42; x)", t)
     assert t.tolist() == [0.0, 1.0, 2.0]
     assert jl.call("total", t.detach()) == 3.0
+
+
+def test_the_installed_module_needs_nothing_from_the_build_tree(tmp_path):
+    # The extension carries libdlbridge's C functions itself and DLBridge.jl loads them from it:
+    # with the checkout's libdlbridge hidden, DLBRIDGE_LIB unset and the working folder elsewhere,
+    # the installed module still starts and passes tensors both ways.
+    checkout = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", ".."))
+    target = os.environ.get("CARGO_TARGET_DIR", os.path.join(checkout, "target"))
+    built = os.path.join(target, "release", "libdlbridge.so")
+    hidden = f"{built}.hidden-{os.getpid()}"
+    script = (
+        "import ctypes, numpy as np\n"
+        "import dlbridge.julia as jl\n"
+        "from dlbridge.julia import _julia\n"
+        "class Info(ctypes.Structure):\n"
+        "    _fields_ = [('fname', ctypes.c_char_p), ('fbase', ctypes.c_void_p),\n"
+        "                ('sname', ctypes.c_char_p), ('saddr', ctypes.c_void_p)]\n"
+        "free = jl.eval('Int(DLBridge.dlb_tensor_free_pointer[])')\n"
+        "info = Info()\n"
+        "assert ctypes.CDLL(None).dladdr(ctypes.c_void_p(free), ctypes.byref(info))\n"
+        "print(_julia.__file__)\n"
+        "print(info.fname.decode())\n"
+        "print(jl.eval('join(filter(p -> startswith(basename(p), \"libdlbridge\"), "
+        "DLBridge.Libdl.dllist()), \";\")'))\n"
+        "a = np.arange(4.0)\n"
+        "y = jl.call('x -> (x .*= 2; x)', a)\n"
+        "print(np.from_dlpack(y).ctypes.data == a.ctypes.data, a.tolist())\n"
+        "print(float(jl.call('sum', np.ones(5))))\n"
+    )
+    env = {
+        k: v for k, v in os.environ.items()
+        if k not in ("DLBRIDGE_LIB", "DLBRIDGE_JULIA_PACKAGE")
+    }
+    moved = os.path.exists(built)
+    if moved:
+        os.rename(built, hidden)
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            timeout=120, text=True, env=env, cwd=tmp_path,
+        )
+    finally:
+        if moved:
+            os.rename(hidden, built)
+    assert done.returncode == 0, done.stderr[-2000:]
+    extension, functions, loaded, shared, total = done.stdout.split("\n")[:5]
+    assert not extension.startswith(checkout), extension
+    assert functions == extension, "DLBridge.jl calls the extension's own dlb_* functions"
+    assert loaded == "", f"a libdlbridge was loaded: {loaded}"
+    assert shared == "True [0.0, 2.0, 4.0, 6.0]"
+    assert total == "5.0"
