@@ -56,9 +56,10 @@ extern "C" {
 /// [`Julia::start`] starts it on first use (about 0.2 s, plus loading DLBridge.jl) and hands out
 /// further handles on the same thread; the handle is neither `Send` nor `Sync`, and a start from
 /// any other thread returns [`Error::WrongThread`], and so does every call in a forked child
-/// ([`Error::Forked`]). Julia runs one thread (`--threads=1`, whatever `JULIA_NUM_THREADS`
-/// says). Julia's own signal handlers are installed for its start, then every signal's action
-/// and the signal mask are put back as the host had them, except SIGSEGV, which Julia's
+/// ([`Error::Forked`]). Julia runs one thread (`--threads=1`): a `JULIA_NUM_THREADS` other
+/// than 1 makes the start fail with [`Error::Start`] naming it. Julia's own signal handlers
+/// are installed for its start, then every signal's action and the signal mask are put back as
+/// the host had them, except SIGSEGV, which Julia's
 /// handler takes while Julia code runs (a stack overflow is a `StackOverflowError`) and the
 /// host's handler otherwise, and SIGUSR2, which Julia keeps; so Ctrl-C keeps working in the
 /// host. The host's stdin, stdout and stderr keep their blocking mode (Julia's start would
@@ -172,6 +173,7 @@ fn start_runtime() -> std::result::Result<*mut jlrs::Julia, String> {
         env!("DLBRIDGE_JULIA_DEFAULT_BINDIR"),
     );
     let image = configured_path("DLBRIDGE_JULIA_IMAGE", env!("DLBRIDGE_JULIA_DEFAULT_IMAGE"));
+    refuse_more_threads(std::env::var_os("JULIA_NUM_THREADS").as_deref())?;
     let package = Package::locate()?;
     let library = package::default_library();
     promote_libjulia();
@@ -212,6 +214,25 @@ fn start_runtime() -> std::result::Result<*mut jlrs::Julia, String> {
         Ok(Err(message)) => Err(message),
         Err(e) => Err(e.to_string()),
     }
+}
+
+/// Refuses a start that `JULIA_NUM_THREADS` (`threads`) asks to run on more than one thread:
+/// with more threads Julia's GC stops them through SIGSEGV safepoints that need Julia's own
+/// signal handling on every thread, which the host keeps (a crash, not an error). Unset or 1 is
+/// accepted.
+fn refuse_more_threads(threads: Option<&std::ffi::OsStr>) -> std::result::Result<(), String> {
+    let Some(threads) = threads else {
+        return Ok(());
+    };
+    let text = threads.to_string_lossy();
+    if text.trim().is_empty() || text.trim().parse::<i64>() == Ok(1) {
+        return Ok(());
+    }
+    Err(format!(
+        "JULIA_NUM_THREADS={text:?} asks for more than one Julia thread, but embedded Julia runs \
+         one thread only (its GC would stop further threads through signals the host keeps); \
+         unset JULIA_NUM_THREADS or set it to 1 before Julia starts"
+    ))
 }
 
 /// Makes libjulia's symbols global. A host that loaded this crate with `RTLD_LOCAL` (Python

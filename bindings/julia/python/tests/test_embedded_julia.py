@@ -346,14 +346,34 @@ def test_a_segfault_outside_julia_still_reaches_the_hosts_handler():
     assert "Fatal Python error: Segmentation fault" in done.stderr, done.stderr[-2000:]
 
 
-def test_julia_num_threads_is_one_and_threaded_allocating_code_runs():
+def test_julia_num_threads_above_one_is_refused_at_start_with_a_clear_error():
+    script = (
+        "from dlbridge import julia as jl\n"
+        "for _ in range(2):\n"
+        "    try:\n"
+        "        jl.eval('Threads.nthreads()')\n"
+        "    except RuntimeError as e:\n"
+        "        print(type(e).__name__, e)\n"
+    )
+    for value in ("2", "auto"):
+        done = run_python(script, env={"JULIA_NUM_THREADS": value})
+        assert done.returncode == 0, done.stderr[-2000:]
+        lines = done.stdout.splitlines()
+        assert len(lines) == 2 and lines[0] == lines[1], done.stdout
+        assert lines[0].startswith(
+            f'RuntimeError cannot start Julia: JULIA_NUM_THREADS="{value}" asks for more than one'
+        ), lines[0]
+        assert "unset JULIA_NUM_THREADS or set it to 1" in lines[0]
+
+
+def test_julia_num_threads_of_one_runs_threaded_allocating_code():
     script = (
         "from dlbridge import julia as jl\n"
         "print(jl.eval('Threads.nthreads()'))\n"
         "print(jl.eval('v = zeros(100); Threads.@threads for i in 1:100; "
         "v[i] = sum([rand() for _ in 1:10^4]) > 0; end; GC.gc(); sum(v)'))\n"
     )
-    done = run_python(script, env={"JULIA_NUM_THREADS": "2"})
+    done = run_python(script, env={"JULIA_NUM_THREADS": "1"})
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.split() == ["1", "100.0"]
 
