@@ -11,6 +11,7 @@ use jlrs::prelude::Value;
 
 use crate::error::{thread_label, Error, Result};
 use crate::fork;
+use crate::listener;
 use crate::package::{self, Package};
 use crate::signals::{HostSignals, InJulia};
 
@@ -62,7 +63,9 @@ extern "C" {
 /// the host had them, except SIGSEGV, which Julia's
 /// handler takes while Julia code runs (a stack overflow is a `StackOverflowError`) and the
 /// host's handler otherwise, and SIGUSR2, which Julia keeps; so Ctrl-C keeps working in the
-/// host. The host's stdin, stdout and stderr keep their blocking mode (Julia's start would
+/// host; Julia's signal-listener thread is parked for good, so it never takes a signal the
+/// host should get (Julia's profiler, which it drives, does not run). The host's stdin, stdout
+/// and stderr keep their blocking mode (Julia's start would
 /// leave pipes non-blocking).
 ///
 /// Which Julia: `DLBRIDGE_JULIA_BINDIR` (the folder of the `julia` binary) and
@@ -180,6 +183,7 @@ fn start_runtime() -> std::result::Result<*mut jlrs::Julia, String> {
     set_options();
     let signals = HostSignals::save();
     let stdio = StdioModes::save();
+    let threads = listener::thread_ids();
     // SAFETY: jlrs's init runs once per process (STATE is NotStarted and locked); the paths are
     // checked by jlrs before jl_init.
     let runtime = unsafe { jlrs::Julia::init_with_image(STACK_SLOTS, bindir.clone(), image) }
@@ -192,6 +196,13 @@ fn start_runtime() -> std::result::Result<*mut jlrs::Julia, String> {
     signals.restore();
     let mut runtime = runtime?;
     stdio.restore();
+    if !listener::park_listener(&threads) {
+        return Err(
+            "cannot find Julia's signal-listener thread to keep it off the host's \
+                    signals"
+                .into(),
+        );
+    }
     let source = package.main().to_string_lossy().into_owned();
     let _running = InJulia::enter();
     let loaded = runtime.dynamic_frame(|global, frame| {

@@ -462,6 +462,53 @@ def test_host_signals_stay_unblocked_in_threads_and_subprocesses():
     assert got, "Python's handler ran: no Julia thread took the signal"
 
 
+# Blocks `signum` in Python's thread, sends it to the process, then unblocks it: the signal stays
+# pending for Python unless some other thread (Julia's signal listener) takes it meanwhile.
+SEND_WHILE_BLOCKED = (
+    "import faulthandler, os, signal, sys, time\n"
+    "faulthandler.enable()\n"
+    "from dlbridge import julia as jl\n"
+    "jl.eval('1')\n"
+    "signum = getattr(signal, sys.argv[1])\n"
+    "got = []\n"
+    "if signum == signal.SIGUSR1:\n"
+    "    signal.signal(signum, lambda *_: got.append(1))\n"
+    "signal.pthread_sigmask(signal.SIG_BLOCK, {signum})\n"
+    "os.kill(os.getpid(), signum)\n"
+    "time.sleep(0.3)\n"
+    "print('pending', signum in signal.sigpending(), flush=True)\n"
+    "signal.pthread_sigmask(signal.SIG_UNBLOCK, {signum})\n"
+    "print('handled', got, flush=True)\n"
+)
+
+
+@pytest.mark.parametrize("name", ["SIGUSR1", "SIGABRT", "SIGQUIT"])
+def test_julias_signal_listener_never_takes_the_hosts_signals(name):
+    done = subprocess.run(
+        [sys.executable, "-c", SEND_WHILE_BLOCKED, name],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=120, text=True,
+    )
+    lines = done.stdout.splitlines()
+    assert lines[:1] == ["pending True"], (done.stdout, done.stderr[-2000:])
+    if name == "SIGUSR1":
+        assert done.returncode == 0, done.stderr[-2000:]
+        assert lines[1:] == ["handled [1]"], "Python's handler ran"
+    elif name == "SIGABRT":
+        assert done.returncode == -signal.SIGABRT, (done.returncode, done.stderr[-2000:])
+        assert "Fatal Python error: Aborted" in done.stderr, done.stderr[-2000:]
+    else:
+        assert done.returncode == -signal.SIGQUIT, (done.returncode, done.stderr[-2000:])
+
+
+def test_julias_signal_listener_thread_is_parked():
+    jl.eval("1")
+    waiting = []
+    for tid in os.listdir("/proc/self/task"):
+        with open(f"/proc/self/task/{tid}/wchan") as f:
+            waiting.append(f.read())
+    assert not [w for w in waiting if "sigtimedwait" in w], waiting
+
+
 def test_julia_exit_hooks_and_finalizers_run_at_python_exit(tmp_path):
     path = tmp_path / "left-open.txt"
     marker = tmp_path / "atexit.txt"
