@@ -129,6 +129,30 @@ def test_deleter_runs_once_after_julia_lets_go():
     assert testing.deleter_calls() - start == 2
 
 
+def test_a_large_argument_nothing_in_julia_holds_is_released_before_the_call_returns():
+    # 4 MiB or more lent: a young collection right after the call, no collect_garbage() here.
+    def big():
+        return testing.counting_capsule([1 << 19], dtype="float64")  # 4 MiB
+
+    jl.call("length", big())  # compiles for this element type
+    collect_garbage()
+    start = testing.deleter_calls()
+    assert jl.call("length", big()) == 1 << 19
+    assert testing.deleter_calls() - start == 1, "the producer's deleter ran within the call"
+    assert jl.call("x -> size(x .+ 1)", big()) == (1 << 19,)
+    assert testing.deleter_calls() - start == 2, "a fresh result does not hold the argument"
+    y = jl.call("scale!", big(), 1.0)
+    assert testing.deleter_calls() - start == 2, "released while Python holds the result"
+    jl.eval("kept = Any[]; nothing")
+    jl.call("x -> (push!(kept, x); nothing)", big())
+    assert testing.deleter_calls() - start == 2, "released while a Julia global holds it"
+    assert jl.eval("length(kept[1])") == 1 << 19
+    del y
+    jl.eval("empty!(kept); nothing")
+    collect_garbage()
+    assert testing.deleter_calls() - start == 4
+
+
 def test_julia_array_lives_while_python_holds_it():
     collect_garbage()
     freed = jl.eval("FREED[]")
