@@ -36,7 +36,9 @@ exec 8>"$venv.test.lock"
 flock 8
 "$REPO_ROOT/scripts/python-julia-install.sh" >/dev/null
 log "running the dlbridge.julia tests"
-(cd "$REPO_ROOT/bindings/julia/python" && "$venv/bin/python" -m pytest -q -p no:cacheprovider tests "$@")
+# Without DLBRIDGE_LIB, as installed: the module's own libdlbridge functions are the ones tested.
+(cd "$REPO_ROOT/bindings/julia/python" &&
+  env -u DLBRIDGE_LIB "$venv/bin/python" -m pytest -q -p no:cacheprovider tests "$@")
 
 # The documentation's embedded-Julia blocks (docs/julia.md) need this build environment, so they
 # run here rather than in scripts/test-docs.sh.

@@ -28,6 +28,7 @@
 mod call;
 mod error;
 mod fork;
+mod listener;
 mod package;
 mod runtime;
 mod signals;

@@ -11,6 +11,7 @@ use jlrs::prelude::Value;
 
 use crate::error::{thread_label, Error, Result};
 use crate::fork;
+use crate::listener;
 use crate::package::{self, Package};
 use crate::signals::{HostSignals, InJulia};
 
@@ -56,19 +57,24 @@ extern "C" {
 /// [`Julia::start`] starts it on first use (about 0.2 s, plus loading DLBridge.jl) and hands out
 /// further handles on the same thread; the handle is neither `Send` nor `Sync`, and a start from
 /// any other thread returns [`Error::WrongThread`], and so does every call in a forked child
-/// ([`Error::Forked`]). Julia runs one thread (`--threads=1`, whatever `JULIA_NUM_THREADS`
-/// says). Julia's own signal handlers are installed for its start, then every signal's action
-/// and the signal mask are put back as the host had them, except SIGSEGV, which Julia's
+/// ([`Error::Forked`]). Julia runs one thread (`--threads=1`): a `JULIA_NUM_THREADS` other
+/// than 1 makes the start fail with [`Error::Start`] naming it. Julia's own signal handlers
+/// are installed for its start, then every signal's action and the signal mask are put back as
+/// the host had them, except SIGSEGV, which Julia's
 /// handler takes while Julia code runs (a stack overflow is a `StackOverflowError`) and the
 /// host's handler otherwise, and SIGUSR2, which Julia keeps; so Ctrl-C keeps working in the
-/// host. The host's stdin, stdout and stderr keep their blocking mode (Julia's start would
+/// host; Julia's signal-listener thread is parked for good, so it never takes a signal the
+/// host should get (Julia's profiler, which it drives, does not run). The host's stdin, stdout
+/// and stderr keep their blocking mode (Julia's start would
 /// leave pipes non-blocking).
 ///
 /// Which Julia: `DLBRIDGE_JULIA_BINDIR` (the folder of the `julia` binary) and
 /// `DLBRIDGE_JULIA_IMAGE` (its `sys.so`), defaulting to the Julia this crate was built against;
 /// which DLBridge.jl: `DLBRIDGE_JULIA_PACKAGE` (the package folder), defaulting to the copy of
 /// `bindings/julia/DLBridge` compiled into this crate (so a built artefact does not need its
-/// checkout); libdlbridge: `DLBRIDGE_LIB`, defaulting to this checkout's `target/release`.
+/// checkout); libdlbridge: `DLBRIDGE_LIB`, defaulting to the shared object holding this crate
+/// where that object exports libdlbridge's functions too (the Python module does), else to this
+/// checkout's `target/release`.
 pub struct Julia {
     _not_send: PhantomData<*mut jlrs::Julia>,
 }
@@ -170,11 +176,14 @@ fn start_runtime() -> std::result::Result<*mut jlrs::Julia, String> {
         env!("DLBRIDGE_JULIA_DEFAULT_BINDIR"),
     );
     let image = configured_path("DLBRIDGE_JULIA_IMAGE", env!("DLBRIDGE_JULIA_DEFAULT_IMAGE"));
+    refuse_more_threads(std::env::var_os("JULIA_NUM_THREADS").as_deref())?;
     let package = Package::locate()?;
+    let library = package::default_library();
     promote_libjulia();
     set_options();
     let signals = HostSignals::save();
     let stdio = StdioModes::save();
+    let threads = listener::thread_ids();
     // SAFETY: jlrs's init runs once per process (STATE is NotStarted and locked); the paths are
     // checked by jlrs before jl_init.
     let runtime = unsafe { jlrs::Julia::init_with_image(STACK_SLOTS, bindir.clone(), image) }
@@ -187,11 +196,18 @@ fn start_runtime() -> std::result::Result<*mut jlrs::Julia, String> {
     signals.restore();
     let mut runtime = runtime?;
     stdio.restore();
+    if !listener::park_listener(&threads) {
+        return Err(
+            "cannot find Julia's signal-listener thread to keep it off the host's \
+                    signals"
+                .into(),
+        );
+    }
     let source = package.main().to_string_lossy().into_owned();
     let _running = InJulia::enter();
     let loaded = runtime.dynamic_frame(|global, frame| {
         let path = Value::new(frame, source.as_str())?;
-        let library = Value::new(frame, package::DEFAULT_LIBRARY)?;
+        let library = Value::new(frame, library.as_str())?;
         let include = Value::eval_string(frame, LOAD_PACKAGE)?
             .map_err(|_| jlrs::error::JlrsError::Other("cannot compile the loader".into()))?;
         if let Err(exception) = include.call2(frame, path, library)? {
@@ -209,6 +225,25 @@ fn start_runtime() -> std::result::Result<*mut jlrs::Julia, String> {
         Ok(Err(message)) => Err(message),
         Err(e) => Err(e.to_string()),
     }
+}
+
+/// Refuses a start that `JULIA_NUM_THREADS` (`threads`) asks to run on more than one thread:
+/// with more threads Julia's GC stops them through SIGSEGV safepoints that need Julia's own
+/// signal handling on every thread, which the host keeps (a crash, not an error). Unset or 1 is
+/// accepted.
+fn refuse_more_threads(threads: Option<&std::ffi::OsStr>) -> std::result::Result<(), String> {
+    let Some(threads) = threads else {
+        return Ok(());
+    };
+    let text = threads.to_string_lossy();
+    if text.trim().is_empty() || text.trim().parse::<i64>() == Ok(1) {
+        return Ok(());
+    }
+    Err(format!(
+        "JULIA_NUM_THREADS={text:?} asks for more than one Julia thread, but embedded Julia runs \
+         one thread only (its GC would stop further threads through signals the host keeps); \
+         unset JULIA_NUM_THREADS or set it to 1 before Julia starts"
+    ))
 }
 
 /// Makes libjulia's symbols global. A host that loaded this crate with `RTLD_LOCAL` (Python

@@ -14,6 +14,11 @@ use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyBool, PyCapsule, PyComplex, PyFloat, PyInt, PyString, PyTuple};
 use pyo3::{ffi, intern};
 
+// libdlbridge's C functions, linked into this extension and exported from it: the embedded
+// DLBridge.jl loads them from here (see dlbridge-julia's default library), so the installed wheel
+// does not depend on a libdlbridge built elsewhere.
+extern crate dlbridge_capi as _;
+
 /// Name of the capsule holding a type's DLPack C exchange API table.
 const EXCHANGE_API: &CStr = c"dlpack_exchange_api";
 

@@ -129,6 +129,30 @@ def test_deleter_runs_once_after_julia_lets_go():
     assert testing.deleter_calls() - start == 2
 
 
+def test_a_large_argument_nothing_in_julia_holds_is_released_before_the_call_returns():
+    # 4 MiB or more lent: a young collection right after the call, no collect_garbage() here.
+    def big():
+        return testing.counting_capsule([1 << 19], dtype="float64")  # 4 MiB
+
+    jl.call("length", big())  # compiles for this element type
+    collect_garbage()
+    start = testing.deleter_calls()
+    assert jl.call("length", big()) == 1 << 19
+    assert testing.deleter_calls() - start == 1, "the producer's deleter ran within the call"
+    assert jl.call("x -> size(x .+ 1)", big()) == (1 << 19,)
+    assert testing.deleter_calls() - start == 2, "a fresh result does not hold the argument"
+    y = jl.call("scale!", big(), 1.0)
+    assert testing.deleter_calls() - start == 2, "released while Python holds the result"
+    jl.eval("kept = Any[]; nothing")
+    jl.call("x -> (push!(kept, x); nothing)", big())
+    assert testing.deleter_calls() - start == 2, "released while a Julia global holds it"
+    assert jl.eval("length(kept[1])") == 1 << 19
+    del y
+    jl.eval("empty!(kept); nothing")
+    collect_garbage()
+    assert testing.deleter_calls() - start == 4
+
+
 def test_julia_array_lives_while_python_holds_it():
     collect_garbage()
     freed = jl.eval("FREED[]")
@@ -346,14 +370,34 @@ def test_a_segfault_outside_julia_still_reaches_the_hosts_handler():
     assert "Fatal Python error: Segmentation fault" in done.stderr, done.stderr[-2000:]
 
 
-def test_julia_num_threads_is_one_and_threaded_allocating_code_runs():
+def test_julia_num_threads_above_one_is_refused_at_start_with_a_clear_error():
+    script = (
+        "from dlbridge import julia as jl\n"
+        "for _ in range(2):\n"
+        "    try:\n"
+        "        jl.eval('Threads.nthreads()')\n"
+        "    except RuntimeError as e:\n"
+        "        print(type(e).__name__, e)\n"
+    )
+    for value in ("2", "auto"):
+        done = run_python(script, env={"JULIA_NUM_THREADS": value})
+        assert done.returncode == 0, done.stderr[-2000:]
+        lines = done.stdout.splitlines()
+        assert len(lines) == 2 and lines[0] == lines[1], done.stdout
+        assert lines[0].startswith(
+            f'RuntimeError cannot start Julia: JULIA_NUM_THREADS="{value}" asks for more than one'
+        ), lines[0]
+        assert "unset JULIA_NUM_THREADS or set it to 1" in lines[0]
+
+
+def test_julia_num_threads_of_one_runs_threaded_allocating_code():
     script = (
         "from dlbridge import julia as jl\n"
         "print(jl.eval('Threads.nthreads()'))\n"
         "print(jl.eval('v = zeros(100); Threads.@threads for i in 1:100; "
         "v[i] = sum([rand() for _ in 1:10^4]) > 0; end; GC.gc(); sum(v)'))\n"
     )
-    done = run_python(script, env={"JULIA_NUM_THREADS": "2"})
+    done = run_python(script, env={"JULIA_NUM_THREADS": "1"})
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.split() == ["1", "100.0"]
 
@@ -440,6 +484,53 @@ def test_host_signals_stay_unblocked_in_threads_and_subprocesses():
     finally:
         signal.signal(signal.SIGUSR1, previous)
     assert got, "Python's handler ran: no Julia thread took the signal"
+
+
+# Blocks `signum` in Python's thread, sends it to the process, then unblocks it: the signal stays
+# pending for Python unless some other thread (Julia's signal listener) takes it meanwhile.
+SEND_WHILE_BLOCKED = (
+    "import faulthandler, os, signal, sys, time\n"
+    "faulthandler.enable()\n"
+    "from dlbridge import julia as jl\n"
+    "jl.eval('1')\n"
+    "signum = getattr(signal, sys.argv[1])\n"
+    "got = []\n"
+    "if signum == signal.SIGUSR1:\n"
+    "    signal.signal(signum, lambda *_: got.append(1))\n"
+    "signal.pthread_sigmask(signal.SIG_BLOCK, {signum})\n"
+    "os.kill(os.getpid(), signum)\n"
+    "time.sleep(0.3)\n"
+    "print('pending', signum in signal.sigpending(), flush=True)\n"
+    "signal.pthread_sigmask(signal.SIG_UNBLOCK, {signum})\n"
+    "print('handled', got, flush=True)\n"
+)
+
+
+@pytest.mark.parametrize("name", ["SIGUSR1", "SIGABRT", "SIGQUIT"])
+def test_julias_signal_listener_never_takes_the_hosts_signals(name):
+    done = subprocess.run(
+        [sys.executable, "-c", SEND_WHILE_BLOCKED, name],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=120, text=True,
+    )
+    lines = done.stdout.splitlines()
+    assert lines[:1] == ["pending True"], (done.stdout, done.stderr[-2000:])
+    if name == "SIGUSR1":
+        assert done.returncode == 0, done.stderr[-2000:]
+        assert lines[1:] == ["handled [1]"], "Python's handler ran"
+    elif name == "SIGABRT":
+        assert done.returncode == -signal.SIGABRT, (done.returncode, done.stderr[-2000:])
+        assert "Fatal Python error: Aborted" in done.stderr, done.stderr[-2000:]
+    else:
+        assert done.returncode == -signal.SIGQUIT, (done.returncode, done.stderr[-2000:])
+
+
+def test_julias_signal_listener_thread_is_parked():
+    jl.eval("1")
+    waiting = []
+    for tid in os.listdir("/proc/self/task"):
+        with open(f"/proc/self/task/{tid}/wchan") as f:
+            waiting.append(f.read())
+    assert not [w for w in waiting if "sigtimedwait" in w], waiting
 
 
 def test_julia_exit_hooks_and_finalizers_run_at_python_exit(tmp_path):
@@ -571,3 +662,54 @@ def test_a_tensor_that_requires_grad_is_taken_read_only_and_refused():
         jl.call("x -> (x .= 42; x)", t)
     assert t.tolist() == [0.0, 1.0, 2.0]
     assert jl.call("total", t.detach()) == 3.0
+
+
+def test_the_installed_module_needs_nothing_from_the_build_tree(tmp_path):
+    # The extension carries libdlbridge's C functions itself and DLBridge.jl loads them from it:
+    # with the checkout's libdlbridge hidden, DLBRIDGE_LIB unset and the working folder elsewhere,
+    # the installed module still starts and passes tensors both ways.
+    checkout = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", ".."))
+    target = os.environ.get("CARGO_TARGET_DIR", os.path.join(checkout, "target"))
+    built = os.path.join(target, "release", "libdlbridge.so")
+    hidden = f"{built}.hidden-{os.getpid()}"
+    script = (
+        "import ctypes, numpy as np\n"
+        "import dlbridge.julia as jl\n"
+        "from dlbridge.julia import _julia\n"
+        "class Info(ctypes.Structure):\n"
+        "    _fields_ = [('fname', ctypes.c_char_p), ('fbase', ctypes.c_void_p),\n"
+        "                ('sname', ctypes.c_char_p), ('saddr', ctypes.c_void_p)]\n"
+        "free = jl.eval('Int(DLBridge.dlb_tensor_free_pointer[])')\n"
+        "info = Info()\n"
+        "assert ctypes.CDLL(None).dladdr(ctypes.c_void_p(free), ctypes.byref(info))\n"
+        "print(_julia.__file__)\n"
+        "print(info.fname.decode())\n"
+        "print(jl.eval('join(filter(p -> startswith(basename(p), \"libdlbridge\"), "
+        "DLBridge.Libdl.dllist()), \";\")'))\n"
+        "a = np.arange(4.0)\n"
+        "y = jl.call('x -> (x .*= 2; x)', a)\n"
+        "print(np.from_dlpack(y).ctypes.data == a.ctypes.data, a.tolist())\n"
+        "print(float(jl.call('sum', np.ones(5))))\n"
+    )
+    env = {
+        k: v for k, v in os.environ.items()
+        if k not in ("DLBRIDGE_LIB", "DLBRIDGE_JULIA_PACKAGE")
+    }
+    moved = os.path.exists(built)
+    if moved:
+        os.rename(built, hidden)
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            timeout=120, text=True, env=env, cwd=tmp_path,
+        )
+    finally:
+        if moved:
+            os.rename(hidden, built)
+    assert done.returncode == 0, done.stderr[-2000:]
+    extension, functions, loaded, shared, total = done.stdout.split("\n")[:5]
+    assert not extension.startswith(checkout), extension
+    assert functions == extension, "DLBridge.jl calls the extension's own dlb_* functions"
+    assert loaded == "", f"a libdlbridge was loaded: {loaded}"
+    assert shared == "True [0.0, 2.0, 4.0, 6.0]"
+    assert total == "5.0"

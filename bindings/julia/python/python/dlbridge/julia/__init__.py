@@ -15,10 +15,12 @@ True
 ((3, 2), (2, 3))
 
 Julia starts on the first `eval` or `call`, on the calling thread, and is used from that thread
-only (another thread, or a forked child process, gets a RuntimeError). Julia's exceptions raise
-`JuliaError` with Julia's message and type; a stack overflow is a `JuliaError` too. The host
-keeps its signals: Ctrl-C raises KeyboardInterrupt as usual (once the running Julia call has
-returned). Julia's exit hooks run when Python exits, and `exit(n)` in Julia raises SystemExit.
+only (another thread, or a forked child process, gets a RuntimeError). Julia runs one thread:
+with JULIA_NUM_THREADS set to anything but 1, the first call raises RuntimeError. Julia's
+exceptions raise `JuliaError` with Julia's message and type; a stack overflow is a `JuliaError`
+too. The host keeps its signals: Ctrl-C raises KeyboardInterrupt as usual (once the running
+Julia call has returned), and Julia's signal-listener thread never takes a signal. Julia's exit
+hooks run when Python exits, and `exit(n)` in Julia raises SystemExit.
 """
 
 import atexit as _atexit
