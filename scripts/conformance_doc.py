@@ -141,8 +141,10 @@ CONSEQUENCES = {
     "everywhere a read-only tensor does (bindings/python/tests-device/test_dpnp.py).",
     "producer.flags.is_copied": "a consumer that trusts the flag thinks it owns shared memory.",
     "producer.copy.true": "`dlbridge.from_dlpack(x, copy=True)` does not rely on the producer: "
-    "when the capsule still shares the producer's memory dlbridge copies it itself, and "
-    "`t.copied` is true either way; it always passes `max_version`, so a legacy path that "
+    "when the capsule still shares the producer's memory dlbridge copies it itself, and a copy "
+    "the producer made without the IS_COPIED flag (torch) is recognised by comparing it with the "
+    "producer's own memory or device, so it is not copied twice; `t.copied` is true either way "
+    "and `copy=False` is enforced; it always passes `max_version`, so a legacy path that "
     "ignores `copy` is not taken.",
     "producer.copy.false": "dlbridge raises `ValueError` when `copy=False` was asked and the "
     "producer copied anyway.",
