@@ -227,10 +227,13 @@ fn to_argument(obj: &Bound<'_, PyAny>) -> PyResult<Argument<'static>> {
         let tensor = marked.get().tensor.bind(py);
         return match to_argument(tensor)? {
             Argument::Tensor(t) => Ok(Argument::Permuted(t)),
-            _ => Err(PyTypeError::new_err(format!(
-                "permuted() takes a DLPack tensor, not a {}",
-                tensor.get_type().name()?
-            ))),
+            _ => {
+                let name = tensor.get_type().name()?.to_string();
+                Err(PyTypeError::new_err(format!(
+                    "permuted() takes a DLPack tensor, not {} {name}",
+                    dlbridge::indefinite_article(&name)
+                )))
+            }
         };
     }
     // Numpy's scalars (numpy.int64, numpy.float32, numpy.bool_, ...) are not Python's.
@@ -247,10 +250,11 @@ fn to_argument(obj: &Bound<'_, PyAny>) -> PyResult<Argument<'static>> {
             obj.call_method0(intern!(py, "__float__"))?.extract()?,
         ));
     }
+    let name = obj.get_type().name()?.to_string();
     Err(PyTypeError::new_err(format!(
-        "cannot pass a {} to Julia: expected a DLPack tensor (an object with __dlpack__ \
+        "cannot pass {} {name} to Julia: expected a DLPack tensor (an object with __dlpack__ \
          or a DLPack capsule), bool, int, float or str (or a numpy scalar)",
-        obj.get_type().name()?
+        dlbridge::indefinite_article(&name)
     )))
 }
 

@@ -177,6 +177,8 @@ def test_scalars_strings_and_other_values_convert():
     assert repr(jl.eval("sin")) == "<Julia value: typeof(sin)>"
     with pytest.raises(TypeError, match="cannot pass a dict"):
         jl.call("identity", {})
+    with pytest.raises(TypeError, match="cannot pass an object to Julia"):
+        jl.call("identity", object())
 
 
 def test_julia_exceptions_carry_julias_message():
