@@ -16,26 +16,32 @@ demo:
 # each frontend and the extension examples, dlbridge on a real oneAPI device (dpnp on Intel's
 # OpenCL CPU device), the npm tarballs installed without a Rust toolchain, the cross-language
 # matrix (its table goes to target/matrix/matrix.md), the demo's checks, and every code block of
-# the documentation. Writes no tracked file.
+# the documentation. scripts/build.sh builds each artifact once; then the phases run, several at
+# a time (DLBRIDGE_JOBS), longest first, each logging to target/test-logs. Writes no tracked file.
 [doc("The whole test suite: Rust, C, each frontend, the matrix, the demo, the docs' code blocks.")]
-test:
-    @scripts/test-rust.sh
-    @scripts/test-crate-packages.sh
-    @scripts/test-capi.sh
-    @scripts/test-python.sh
-    @scripts/test-pyo3-example.sh
-    @scripts/test-python-types.sh
-    @scripts/test-python-release.sh
-    @scripts/test-dpnp.sh
-    @scripts/test-node.sh
-    @scripts/test-napi-example.sh
-    @scripts/test-npm-package.sh
-    @scripts/test-julia.sh
-    @scripts/test-julia-embedded.sh
-    @scripts/test-mojo.sh
-    @scripts/test-matrix.sh
-    @scripts/demo.sh
-    @scripts/test-docs.sh
+test: build
+    @python3 scripts/run_phases.py \
+        scripts/test-docs.sh \
+        scripts/test-matrix.sh \
+        scripts/test-python.sh \
+        scripts/test-julia-embedded.sh \
+        scripts/test-julia.sh \
+        scripts/test-mojo.sh \
+        scripts/test-python-release.sh \
+        scripts/test-dpnp.sh \
+        scripts/test-rust.sh \
+        scripts/test-pyo3-example.sh \
+        scripts/test-node.sh \
+        scripts/demo.sh \
+        scripts/test-npm-package.sh \
+        scripts/test-napi-example.sh \
+        scripts/test-capi.sh \
+        scripts/test-python-types.sh
+
+# Builds every artifact the test suite uses, once (libdlbridge, the wheels, the addons, the npm
+# tarballs, the packaged crates, the matrix's agents); cached by cargo and maturin.
+build:
+    @scripts/build.sh
 
 # Release builds into target/dist: the Python sdist + manylinux2014 abi3 wheel (checked by
 # auditwheel), and the npm tarballs (`dlbridge` and its platform package, napi-rs's layout).
@@ -61,12 +67,19 @@ shm-sweep:
 fuzz *targets:
     @scripts/fuzz.sh {{targets}}
 
-# Formatting, clippy and rustdoc with warnings as errors.
+# Formatting, clippy and rustdoc with warnings as errors, in every cargo workspace of the
+# repository: the main one, bindings/julia (built in the Julia build environment) and fuzz.
 lint:
     cargo fmt --all -- --check
     cargo clippy --workspace --all-targets --locked -- -D warnings
     cargo clippy -p dlbridge-python --features testing --all-targets --locked -- -D warnings
     RUSTDOCFLAGS="-D warnings" cargo doc --locked --no-deps -p dlbridge -p dlbridge-pyo3 -p dlbridge-napi --features dlbridge/ndarray
+    eval "$(scripts/julia-build-env.sh)" && \
+      cargo fmt --manifest-path bindings/julia/Cargo.toml --all -- --check && \
+      cargo clippy --manifest-path bindings/julia/Cargo.toml --workspace --all-targets --locked -- -D warnings && \
+      RUSTDOCFLAGS="-D warnings" cargo doc --manifest-path bindings/julia/Cargo.toml --locked --no-deps -p dlbridge-julia
+    cargo fmt --manifest-path fuzz/Cargo.toml --all -- --check
+    cargo clippy --manifest-path fuzz/Cargo.toml --all-targets --locked -- -D warnings
 
 # Benchmarks, each against peers measured in the same run; writes docs/benchmarks.md.
 bench:

@@ -10,9 +10,8 @@ cargo build --locked --release -p dlbridge-capi >&2
 export DLBRIDGE_LIB=${CARGO_TARGET_DIR:-$REPO_ROOT/target}/release/libdlbridge.so
 
 python_venv=$(ensure_venv python-test "$REPO_ROOT/requirements/python-test.txt")
-exec 8>"$python_venv.test.lock"
-flock 8
-"$REPO_ROOT/scripts/python-install.sh" >/dev/null
+"$REPO_ROOT/scripts/python-overlay.sh" >/dev/null
+use_overlay
 log "Python: bindings/python/bench/bench_dlpack.py"
 "$python_venv/bin/python" bindings/python/bench/bench_dlpack.py --write docs/benchmarks.md
 

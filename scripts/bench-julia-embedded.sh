@@ -14,8 +14,7 @@ export DLBRIDGE_LIB=$CARGO_TARGET_DIR/release/libdlbridge.so
 export JULIA_DEPOT_PATH=$DLBRIDGE_CACHE/julia-depot
 
 venv=$(ensure_venv python-test "$REPO_ROOT/requirements/python-test.txt")
-exec 8>"$venv.test.lock"
-flock 8
 "$REPO_ROOT/scripts/python-julia-install.sh" >/dev/null
+use_overlay
 log "Julia embedded in Python: bindings/julia/python/bench/bench_roundtrip.py"
 "$venv/bin/python" bindings/julia/python/bench/bench_roundtrip.py --write docs/benchmarks.md

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The ecosystem report (`./just conformance`): installs every library the DLPack conformance kit
-# has an adapter for into a cached venv of its own (requirements/conformance.txt), builds the
-# dlbridge wheel into it, runs `python -m dlbridge.conformance` on each library (one child process
-# per library) and writes docs/conformance.md (scripts/conformance_doc.py). Not part of
+# has an adapter for into a cached venv of its own (requirements/conformance.txt), runs
+# `python -m dlbridge.conformance` with this clone's dlbridge (scripts/python-overlay.sh) on each
+# library (one child process per library) and writes docs/conformance.md (scripts/conformance_doc.py). Not part of
 # `./just test`: the venv is about 12 GB. Extra arguments replace the library list.
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -13,10 +13,8 @@ libraries=(numpy torch jax pyarrow mlx tvm-ffi dpnp tensorflow paddle onnxruntim
 
 venv=$(ensure_venv conformance "$REPO_ROOT/requirements/conformance.txt")
 # Shared by every clone: hold its lock while its dlbridge is the one built here.
-exec 8>"$venv.test.lock"
-flock 8
-log "building the dlbridge wheel into $venv"
-install_wheel "$venv" "$REPO_ROOT/bindings/python"
+"$REPO_ROOT/scripts/python-overlay.sh" >/dev/null
+use_overlay
 
 # dpnp's OpenCL CPU device: the wheels' ICD file names a build-time path, so point the loader at
 # the venv's OpenCL runtime directly; without it dpnp finds no device at all.

@@ -8,8 +8,6 @@ cd "$REPO_ROOT"
 build_log=${CARGO_TARGET_DIR:-$REPO_ROOT/target}/demo-build.log
 build_frontends "$build_log"
 # The embedded Julia hop: dlbridge.julia (Julia embedded in Python through jlrs).
-eval "$("$REPO_ROOT/scripts/julia-build-env.sh")"
-"$REPO_ROOT/scripts/python-julia-install.sh" >>"$build_log" 2>&1 || { tail -n 40 "$build_log" >&2; exit 1; }
 export DLBRIDGE_JULIA_PACKAGE=$REPO_ROOT/bindings/julia/DLBridge
 export DLBRIDGE_DEMO_NODE="node examples/demo/hop_node.js"
 export DLBRIDGE_DEMO_JULIA="$JULIA --startup-file=no --project=bindings/julia/DLBridge examples/demo/hop_julia.jl"

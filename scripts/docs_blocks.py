@@ -55,6 +55,7 @@ import subprocess
 import sys
 import tarfile
 import tempfile
+import time
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
@@ -501,11 +502,13 @@ def main() -> int:
                 if crate_of(block) is None:
                     extract(block, args.extract / re.sub(r"\W", "_", shown))
                 continue
+            started = time.monotonic()
             problem = runner.run(block)
+            seconds = time.monotonic() - started
             checked = "output checked" if block.expected is not None else "exit status"
             if problem is None:
                 count[0] += 1
-                print(f"ok           {block.lang:6} {shown} ({checked})", flush=True)
+                print(f"ok           {block.lang:6} {shown} ({checked}, {seconds:.1f} s)", flush=True)
             else:
                 count[1] += 1
                 failures += 1

@@ -1,30 +1,31 @@
 # shellcheck shell=bash
 # Sourced (after lib.sh) by the scripts that run several frontends together (the demo, the
-# matrix): `build_frontends LOG` builds libdlbridge (release), the Python package and the Node
-# addon, installs Julia and Mojo, sends all build output to LOG (its tail is shown on failure),
-# and exports what the frontends need: DLBRIDGE_LIB, JULIA_DEPOT_PATH, MOJO_PYTHON, PATH with
-# mojo, and sets PYTHON_VENV and JULIA. It holds the python-test venv's lock (fd 8) from the
-# install on, so that the package used is the one built here.
+# matrix): `build_frontends LOG` builds libdlbridge (release), the Python package and
+# dlbridge.julia (into the clone's Python overlay folder) and the Node addon, installs Julia and
+# Mojo, sends all build output to LOG (its tail is shown on failure), and exports what the
+# frontends need: DLBRIDGE_LIB, JULIA_DEPOT_PATH, MOJO_PYTHON, PYTHONPATH with the overlay, PATH
+# with mojo, and the Julia build environment; sets PYTHON_VENV and JULIA. Inside `./just test`
+# (scripts/build.sh built them) nothing is rebuilt.
 
 build_frontends() {
   local build_log=$1
   mkdir -p "$(dirname "$build_log")"
-  log "building libdlbridge, the Python package and the Node addon; installing Julia and Mojo"
+  log "building libdlbridge, the Python packages and the Node addon; installing Julia and Mojo"
   log "(cached after the first run; build output in $build_log)"
   local mojo_venv
   trap 'tail -n 40 "$build_log" >&2' ERR
   {
-    cargo build --locked --release -p dlbridge-capi
+    prebuilt || cargo build --locked --release -p dlbridge-capi
     PYTHON_VENV=$(ensure_venv python-test "$REPO_ROOT/requirements/python-test.txt")
-    exec 8>"$PYTHON_VENV.test.lock"
-    flock 8
-    "$REPO_ROOT/scripts/python-install.sh"
-    "$REPO_ROOT/scripts/test-node.sh" --build-only
+    eval "$("$REPO_ROOT/scripts/julia-build-env.sh")"
+    "$REPO_ROOT/scripts/python-julia-install.sh"
+    prebuilt || "$REPO_ROOT/scripts/test-node.sh" --build-only
     JULIA=$("$REPO_ROOT/scripts/install-julia.sh")
     mojo_venv=$(ensure_venv mojo "$REPO_ROOT/requirements/mojo.txt")
   } >"$build_log" 2>&1
   trap - ERR
-  export DLBRIDGE_LIB=${CARGO_TARGET_DIR:-$REPO_ROOT/target}/release/libdlbridge.so
+  use_overlay
+  export DLBRIDGE_LIB=$TARGET_DIR/release/libdlbridge.so
   export JULIA_DEPOT_PATH=$DLBRIDGE_CACHE/julia-depot
   export MOJO_PYTHON=$PYTHON_VENV/bin/python
   export PATH=$mojo_venv/bin:$PATH

@@ -47,17 +47,35 @@ ensure_venv() {
   printf '%s\n' "$venv"
 }
 
-# install_wheel VENV CRATE_DIR [MATURIN_ARGS...]: builds the crate's wheel (maturin, release, for
-# VENV's interpreter, with any extra maturin arguments) and installs it into VENV, replacing an
-# earlier build of it.
-install_wheel() {
-  local venv=$1 crate=$2 wheels status=0
-  shift 2
+# The clone's build folder, and the folder its Python wheels are unpacked into. The overlay goes on
+# PYTHONPATH ahead of a cached venv's site-packages (numpy, torch, jax, ...): the venvs are shared
+# by every clone and never get this clone's packages installed into them.
+TARGET_DIR=${CARGO_TARGET_DIR:-$REPO_ROOT/target}
+PYTHON_OVERLAY=$TARGET_DIR/python-overlay
+
+# prebuilt: true inside `./just test` once scripts/build.sh has built every artifact of this run,
+# so a test script skips its own (otherwise idempotent) build steps and each artifact is built
+# once per run.
+prebuilt() { [[ ${DLBRIDGE_PREBUILT:-} == 1 ]]; }
+
+# overlay_wheel CRATE_DIR [MATURIN_ARGS...]: builds the crate's wheel (maturin, release, for the
+# python-test venv's interpreter, with any extra maturin arguments) and unpacks it into
+# $PYTHON_OVERLAY, replacing the files of an earlier build of it (scripts/overlay_install.py).
+overlay_wheel() {
+  local crate=$1 venv wheels status=0
+  shift
+  venv=$(ensure_venv python-test "$REPO_ROOT/requirements/python-test.txt")
   wheels=$(mktemp -d)
-  "$venv/bin/maturin" build --release --quiet "$@" --manifest-path "$crate/Cargo.toml" \
+  "$venv/bin/maturin" build --release --quiet --locked "$@" --manifest-path "$crate/Cargo.toml" \
     --interpreter "$venv/bin/python" --out "$wheels" >&2 &&
-    "$venv/bin/python" -m pip install --quiet --disable-pip-version-check \
-      --force-reinstall --no-deps "$wheels"/*.whl >&2 || status=$?
+    "$venv/bin/python" "$REPO_ROOT/scripts/overlay_install.py" "$PYTHON_OVERLAY" "$wheels"/*.whl ||
+    status=$?
   rm -rf "$wheels"
   return "$status"
+}
+
+# use_overlay: puts $PYTHON_OVERLAY first on PYTHONPATH (inherited by subprocesses, and by the
+# Python that Mojo and the matrix's agents embed).
+use_overlay() {
+  export PYTHONPATH=$PYTHON_OVERLAY${PYTHONPATH:+:$PYTHONPATH}
 }

@@ -14,8 +14,10 @@
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 mojo_venv=$(ensure_venv mojo "$REPO_ROOT/requirements/mojo.txt")
-log "building libdlbridge (cargo build --release -p dlbridge-capi)"
-(cd "$REPO_ROOT" && cargo build --release -p dlbridge-capi >&2)
+if ! prebuilt; then
+  log "building libdlbridge (cargo build --release --locked -p dlbridge-capi)"
+  (cd "$REPO_ROOT" && cargo build --release --locked -p dlbridge-capi >&2)
+fi
 python_venv=$(ensure_venv python-test "$REPO_ROOT/requirements/python-test.txt")
 overlay=$("$REPO_ROOT/scripts/python-overlay.sh")
 

@@ -12,8 +12,10 @@ lib_dir=$target/debug
 out_dir=$target/capi-test
 mkdir -p "$out_dir"
 
-log "building libdlbridge (cargo build -p dlbridge-capi)"
-cargo build -p dlbridge-capi >&2
+if ! prebuilt; then
+  log "building libdlbridge (cargo build --locked -p dlbridge-capi)"
+  cargo build --locked -p dlbridge-capi >&2
+fi
 
 dlpack_include=$("$REPO_ROOT/scripts/dlpack-include.sh")
 log "compiling $capi/tests/c/capi_test.c (dlpack.h from $dlpack_include)"

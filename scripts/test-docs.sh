@@ -16,9 +16,11 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 cd "$REPO_ROOT"
 export REPO_ROOT
 
-log "building libdlbridge (cargo build --release -p dlbridge-capi)"
-cargo build --release -p dlbridge-capi >&2
-lib_dir=${CARGO_TARGET_DIR:-$REPO_ROOT/target}/release
+if ! prebuilt; then
+  log "building libdlbridge (cargo build --release --locked -p dlbridge-capi)"
+  cargo build --release --locked -p dlbridge-capi >&2
+fi
+lib_dir=$TARGET_DIR/release
 export DOCS_LIB_DIR=$lib_dir
 # The documented default (target/release of this clone) needs no variable; another target
 # directory does.
@@ -36,11 +38,12 @@ export JULIA_LOAD_PATH="$REPO_ROOT/bindings/julia:"
 mojo_venv=$(ensure_venv mojo "$REPO_ROOT/requirements/mojo.txt")
 export DOCS_MOJO=$mojo_venv/bin/mojo
 
-"$REPO_ROOT/scripts/test-node.sh" --build-only >&2
-
 # The tutorial crates and the Rust blocks build against the crates as a registry serves them:
 # the .crate files of `cargo package` (verified by scripts/test-crate-packages.sh).
-"$REPO_ROOT/scripts/test-crate-packages.sh" --no-verify >&2
+if ! prebuilt; then
+  "$REPO_ROOT/scripts/test-node.sh" --build-only >&2
+  "$REPO_ROOT/scripts/test-crate-packages.sh" --no-verify >&2
+fi
 
 # napi-rs's command-line tool (requirements/napi-cli), with which the napi-rs tutorial's addon is
 # also built as napi-rs users build it; cached by its lock file and Node's version.
@@ -70,8 +73,8 @@ export DOCS_NAPI
 # comes from this clone's own folder, ahead of the venv's site-packages on PYTHONPATH (inherited
 # by the blocks' subprocesses and by the Python that Mojo embeds).
 python_venv=$(ensure_venv python-test "$REPO_ROOT/requirements/python-test.txt")
-overlay=$("$REPO_ROOT/scripts/python-overlay.sh")
-export PYTHONPATH=$overlay${PYTHONPATH:+:$PYTHONPATH}
+"$REPO_ROOT/scripts/python-overlay.sh" >/dev/null
+use_overlay
 export DOCS_PYTHON=$python_venv/bin/python
 # Mojo embeds this interpreter (numpy, torch, jax and dlbridge); the toolchain's bin dir has the
 # crash handler mojo looks for on PATH.

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # dlbridge against a real non-CPU device: dpnp arrays on Intel's oneAPI OpenCL CPU device
-# (kDLOneAPI tensors with an asynchronous queue). Builds the dlbridge wheel into a cached venv of
-# its own (requirements/dpnp-test.txt, about 3 GB) with dlbridge.julia (Julia embedded through
-# jlrs) and libdlbridge (the C ABI, reached through ctypes), then runs bindings/python/tests-device,
-# and bindings/mojo/tests-device with that venv's interpreter embedded in Mojo. Where dpnp cannot install or finds no device, says so and skips.
-# Extra arguments go to pytest.
+# (kDLOneAPI tensors with an asynchronous queue), in a cached venv of its own
+# (requirements/dpnp-test.txt, about 3 GB). With the clone's Python overlay folder (the dlbridge
+# wheel and dlbridge.julia, Julia embedded through jlrs) and libdlbridge (the C ABI, reached
+# through ctypes), runs bindings/python/tests-device, and bindings/mojo/tests-device with that
+# venv's interpreter embedded in Mojo. Where dpnp cannot install or finds no device, says so and
+# skips. Extra arguments go to pytest.
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
@@ -19,22 +20,14 @@ if ! "$venv/bin/python" -c 'import dpctl, sys; sys.exit(0 if dpctl.get_devices()
   exit 0
 fi
 
-# Shared by every clone: hold its lock while its dlbridge is the one built here.
-exec 8>"$venv.test.lock"
-flock 8
-log "building the dlbridge wheel into $venv"
-install_wheel "$venv" "$REPO_ROOT/bindings/python"
-
-# dlbridge.julia (Julia embedded through jlrs, bindings/julia/python) beside it.
-log "building the dlbridge-julia wheel into $venv"
 eval "$("$REPO_ROOT/scripts/julia-build-env.sh")"
-install_wheel "$venv" "$REPO_ROOT/bindings/julia/python" --locked --auditwheel skip
-
-# One release libdlbridge for all of them: the C ABI tests (ctypes), DLBridge.jl inside the
-# embedded Julia, and Mojo.
-log "building libdlbridge (cargo build --release -p dlbridge-capi)"
-cargo build --quiet --release -p dlbridge-capi --manifest-path "$REPO_ROOT/Cargo.toml" >&2
-export DLBRIDGE_LIB=${CARGO_TARGET_DIR:-$REPO_ROOT/target}/release/libdlbridge.so
+"$REPO_ROOT/scripts/python-julia-install.sh" >/dev/null
+use_overlay
+if ! prebuilt; then
+  log "building libdlbridge (cargo build --release --locked -p dlbridge-capi)"
+  cargo build --quiet --release --locked -p dlbridge-capi --manifest-path "$REPO_ROOT/Cargo.toml" >&2
+fi
+export DLBRIDGE_LIB=$TARGET_DIR/release/libdlbridge.so
 export DLBRIDGE_CAPI_LIB=$DLBRIDGE_LIB
 
 log "running the dpnp device tests (Python, Rust, the C ABI and embedded Julia)"

@@ -10,9 +10,11 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 cd "$REPO_ROOT"
 julia=$("$REPO_ROOT/scripts/install-julia.sh")
 
-log "building libdlbridge (cargo build --release -p dlbridge-capi)"
-cargo build --release -p dlbridge-capi >&2
-export DLBRIDGE_LIB=${CARGO_TARGET_DIR:-$REPO_ROOT/target}/release/libdlbridge.so
+if ! prebuilt; then
+  log "building libdlbridge (cargo build --release --locked -p dlbridge-capi)"
+  cargo build --release --locked -p dlbridge-capi >&2
+fi
+export DLBRIDGE_LIB=$TARGET_DIR/release/libdlbridge.so
 export JULIA_DEPOT_PATH=$DLBRIDGE_CACHE/julia-depot
 # Two threads, so that the tests also share and wrap from several Julia threads at once.
 export JULIA_NUM_THREADS=${JULIA_NUM_THREADS:-2}

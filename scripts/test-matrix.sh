@@ -6,53 +6,53 @@
 #   scripts/test-matrix.sh          run it; say whether docs/matrix.md shows the same table
 #   scripts/test-matrix.sh --docs   run it and also write docs/matrix.md (`./just matrix-docs`)
 #   scripts/test-matrix.sh --pairs python:rust,rust:python   run only those ordered cells
+#   scripts/test-matrix.sh --build-only   build the agents, run nothing
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 source "$REPO_ROOT/scripts/frontends.sh"
 cd "$REPO_ROOT"
 
-target=${CARGO_TARGET_DIR:-$REPO_ROOT/target}
+target=$TARGET_DIR
 build_frontends "$target/matrix-build.log"
-# Julia embedded through jlrs (bindings/julia): in the Python agent through dlbridge.julia
-# (python ⇄ julia), in the Rust agent through the Julia guest library (rust ⇄ julia).
-log "building dlbridge.julia and the Julia guest library (Julia embedded in Python and Rust)"
-eval "$("$REPO_ROOT/scripts/julia-build-env.sh")"
-{
-  "$REPO_ROOT/scripts/python-julia-install.sh" >/dev/null
-  cargo build --manifest-path bindings/julia/Cargo.toml --target-dir "$target" --locked --release \
-    --example matrix-julia-guest
-} >>"$target/matrix-build.log" 2>&1 || { tail -n 40 "$target/matrix-build.log" >&2; exit 1; }
 export DLBRIDGE_JULIA_PACKAGE=$REPO_ROOT/bindings/julia/DLBridge
-# The Rust guest of python ⇄ rust: a pyo3 extension on dlbridge-pyo3, installed into a folder of
-# this clone (not the shared venv) that the Python agent imports it from.
-log "building the Rust guest's pyo3 extension (python ⇄ rust in-process)"
 export DLBRIDGE_MATRIX_GUEST_RUST_PYO3=$target/matrix/pyo3-guest
-{
-  wheels=$(mktemp -d)
-  "$PYTHON_VENV/bin/maturin" build --release --quiet --locked \
-    --manifest-path tests/matrix/agents/rust/pyo3-guest/Cargo.toml \
-    --interpreter "$PYTHON_VENV/bin/python" --out "$wheels"
-  rm -rf "$DLBRIDGE_MATRIX_GUEST_RUST_PYO3"
-  "$PYTHON_VENV/bin/python" -m pip install --quiet --disable-pip-version-check --no-deps \
-    --target "$DLBRIDGE_MATRIX_GUEST_RUST_PYO3" "$wheels"/matrix_rust_guest-*.whl
-  rm -rf "$wheels"
-} >>"$target/matrix-build.log" 2>&1 || { tail -n 40 "$target/matrix-build.log" >&2; exit 1; }
-log "building the Rust and C agents, and the Rust guest's napi-rs addon (node ⇄ rust in-process)"
-cargo build --locked --release --quiet -p dlbridge-matrix-agent -p dlbridge-matrix-napi-guest
-bash tests/matrix/agents/c/build.sh >&2
-# The Node agent loads guest libraries with koffi (tests/matrix/agents/node/package.json); npm ci
-# runs only when the lock (or Node) changed since the last install.
-(
-  cd tests/matrix/agents/node
-  stamp=node_modules/.dlbridge-install-stamp
-  want=$({ cat package-lock.json; node --version; } | sha256sum | cut -c1-16)
-  if [[ ! -f $stamp || $(<"$stamp") != "$want" ]]; then
-    log "npm ci (tests/matrix/agents/node: koffi)"
-    npm ci --no-audit --no-fund --loglevel=error >&2
-    printf '%s\n' "$want" >"$stamp"
-  fi
-)
 
-# The guest libraries of the in-process pairs (tests/matrix/agents/c/guest.h).
+# The agents of their own: Julia embedded through jlrs (bindings/julia) in the Rust agent (the
+# Julia guest library, rust ⇄ julia; dlbridge.julia serves python ⇄ julia), the Rust guest's pyo3
+# extension (python ⇄ rust in-process) and napi-rs addon (node ⇄ rust in-process), the Rust and C
+# agents, and the Node agent's koffi.
+build_agents() {
+  log "building the Julia guest library, the Rust guest's pyo3 extension and napi-rs addon, the Rust and C agents"
+  {
+    cargo build --manifest-path bindings/julia/Cargo.toml --target-dir "$target" --locked --release \
+      --example matrix-julia-guest
+    wheels=$(mktemp -d)
+    "$PYTHON_VENV/bin/maturin" build --release --quiet --locked \
+      --manifest-path tests/matrix/agents/rust/pyo3-guest/Cargo.toml \
+      --interpreter "$PYTHON_VENV/bin/python" --out "$wheels"
+    rm -rf "$DLBRIDGE_MATRIX_GUEST_RUST_PYO3"
+    "$PYTHON_VENV/bin/python" -m pip install --quiet --disable-pip-version-check --no-deps \
+      --target "$DLBRIDGE_MATRIX_GUEST_RUST_PYO3" "$wheels"/matrix_rust_guest-*.whl
+    rm -rf "$wheels"
+    cargo build --locked --release --quiet -p dlbridge-matrix-agent -p dlbridge-matrix-napi-guest
+    bash tests/matrix/agents/c/build.sh
+  } >>"$target/matrix-build.log" 2>&1 || { tail -n 40 "$target/matrix-build.log" >&2; exit 1; }
+  (
+    cd tests/matrix/agents/node
+    stamp=node_modules/.dlbridge-install-stamp
+    want=$({ cat package-lock.json; node --version; } | sha256sum | cut -c1-16)
+    if [[ ! -f $stamp || $(<"$stamp") != "$want" ]]; then
+      log "npm ci (tests/matrix/agents/node: koffi)"
+      npm ci --no-audit --no-fund --loglevel=error >&2
+      printf '%s\n' "$want" >"$stamp"
+    fi
+  )
+}
+if [[ ${1:-} == --build-only ]]; then
+  build_agents
+  exit 0
+fi
+prebuilt || build_agents
+
 export DLBRIDGE_MATRIX_GUEST_C="$target/matrix/libmatrix-guest-c.so"
 export DLBRIDGE_MATRIX_GUEST_RUST="$target/release/libdlbridge_matrix_agent.so"
 # The Rust guest of node ⇄ rust: a napi-rs addon on dlbridge-napi, which the Node agent loads.

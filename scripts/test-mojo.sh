@@ -13,15 +13,14 @@ cd "$REPO_ROOT"
 mojo_venv=$(ensure_venv mojo "$REPO_ROOT/requirements/mojo.txt")
 python_venv=$(ensure_venv python-test "$REPO_ROOT/requirements/python-test.txt")
 
-log "building libdlbridge (cargo build --release -p dlbridge-capi)"
-cargo build --release -p dlbridge-capi >&2
-export DLBRIDGE_LIB=${CARGO_TARGET_DIR:-$REPO_ROOT/target}/release/libdlbridge.so
-
-# The python-test venv is shared by every clone: hold its lock from the install to the end of
-# the tests, so that the package under test is the one built here.
-exec 8>"$python_venv.test.lock"
-flock 8
-"$REPO_ROOT/scripts/python-install.sh" >/dev/null
+if ! prebuilt; then
+  log "building libdlbridge (cargo build --release --locked -p dlbridge-capi)"
+  cargo build --release --locked -p dlbridge-capi >&2
+fi
+export DLBRIDGE_LIB=$TARGET_DIR/release/libdlbridge.so
+# This clone's dlbridge, from its overlay folder (the python-test venv is shared by every clone).
+"$REPO_ROOT/scripts/python-overlay.sh" >/dev/null
+use_overlay
 
 # mojo's bin holds the crashpad handler it looks for on PATH; MOJO_PYTHON picks the embedded
 # interpreter (and with it numpy, torch, jax and dlbridge).

@@ -9,10 +9,12 @@
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
-"$REPO_ROOT/scripts/test-node.sh" --build-only
-log "build the example addon (cargo build --release -p napi-addon)"
 cd "$REPO_ROOT/examples/napi-addon"
-node build-addon.js -- --locked
+if ! prebuilt; then
+  "$REPO_ROOT/scripts/test-node.sh" --build-only
+  log "build the example addon (cargo build --release -p napi-addon)"
+  node build-addon.js -- --locked
+fi
 
 if [[ ${1:-} == --build-only ]]; then
   exit 0

@@ -30,8 +30,10 @@ install_dependencies() {
 }
 
 install_dependencies
-log "build the addon (cargo build --release -p dlbridge-node --features test-hooks)"
-node build-addon.js -- --locked --features test-hooks
+if ! prebuilt; then
+  log "build the addon (cargo build --release -p dlbridge-node --features test-hooks)"
+  node build-addon.js -- --locked --features test-hooks
+fi
 
 if [[ ${1:-} == --build-only ]]; then
   exit 0

@@ -15,8 +15,10 @@ out_dir=$target/matrix
 src=tests/matrix/agents/c
 mkdir -p "$out_dir"
 
-log "building libdlbridge (cargo build --release -p dlbridge-capi)"
-cargo build --release -p dlbridge-capi >&2
+if ! prebuilt; then
+  log "building libdlbridge (cargo build --release --locked -p dlbridge-capi)"
+  cargo build --release --locked -p dlbridge-capi >&2
+fi
 
 dlpack_include=$("$REPO_ROOT/scripts/dlpack-include.sh")
 flags=(-std=c11 -O2 -Wall -Wextra -Werror -I"$dlpack_include" -Icrates/dlbridge-capi/include)
