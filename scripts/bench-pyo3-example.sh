@@ -6,6 +6,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 cd "$REPO_ROOT"
 
 venv=$(ensure_venv python-test "$REPO_ROOT/requirements/python-test.txt")
+"$REPO_ROOT/scripts/python-overlay.sh" >/dev/null
 "$REPO_ROOT/scripts/pyo3-example-install.sh" >/dev/null
 use_overlay
 log "pyo3: examples/pyo3-extension/bench/bench_arguments.py"

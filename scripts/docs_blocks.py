@@ -195,6 +195,27 @@ end
 """
 
 
+def sync_unpacked(crate: Path, folder: Path) -> None:
+    """Makes `folder` hold the files of the `.crate` archive, rewriting only the files that
+    differ: unchanged sources keep their modification times, so cargo does not rebuild the
+    tutorial crates' dependencies when a new `cargo package` changed nothing in them."""
+    with tempfile.TemporaryDirectory() as tmp:
+        with tarfile.open(crate) as archive:
+            archive.extractall(tmp, filter="data")
+        fresh = Path(tmp) / folder.name
+        wanted = {p.relative_to(fresh) for p in fresh.rglob("*") if p.is_file()}
+        if folder.is_dir():
+            for old in [p for p in folder.rglob("*") if p.is_file()]:
+                if old.relative_to(folder) not in wanted:
+                    old.unlink()
+        for relative in wanted:
+            source, destination = fresh / relative, folder / relative
+            if destination.is_file() and destination.read_bytes() == source.read_bytes():
+                continue
+            destination.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(source, destination)
+
+
 class Runner:
     """Runs blocks with the project's tools, as set up by scripts/test-docs.sh."""
 
@@ -217,13 +238,11 @@ class Runner:
         if self.patch is None:
             packages = self.target("package")
             unpacked = self.target("docs-crates") / "packages"
-            shutil.rmtree(unpacked, ignore_errors=True)
-            unpacked.mkdir(parents=True)
+            unpacked.mkdir(parents=True, exist_ok=True)
             lines = ["[patch.crates-io]"]
             for crate in sorted(packages.glob("*.crate"), key=lambda p: p.stat().st_mtime):
-                with tarfile.open(crate) as archive:
-                    archive.extractall(unpacked, filter="data")
                 stem = crate.name.removesuffix(".crate")
+                sync_unpacked(crate, unpacked / stem)
                 name = stem.rsplit("-", 1)[0]
                 lines = [line for line in lines if not line.startswith(f"{name} =")]
                 lines.append(f'{name} = {{ path = "{unpacked / stem}" }}')

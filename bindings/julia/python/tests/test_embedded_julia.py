@@ -3,6 +3,7 @@ tensors, Julia's exceptions, the owning thread and Ctrl-C."""
 
 import gc
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -668,12 +669,12 @@ def test_a_tensor_that_requires_grad_is_taken_read_only_and_refused():
 
 def test_the_installed_module_needs_nothing_from_the_build_tree(tmp_path):
     # The extension carries libdlbridge's C functions itself and DLBridge.jl loads them from it:
-    # with the checkout's libdlbridge hidden, DLBRIDGE_LIB unset and the working folder elsewhere,
-    # the installed module still starts and passes tensors both ways.
+    # installed elsewhere (the package folder copied out of the checkout), with DLBRIDGE_LIB unset
+    # and the working folder elsewhere, the module starts, calls its own dlb_* functions, loads no
+    # libdlbridge at all, and passes tensors both ways.
     checkout = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", ".."))
-    target = os.environ.get("CARGO_TARGET_DIR", os.path.join(checkout, "target"))
-    built = os.path.join(target, "release", "libdlbridge.so")
-    hidden = f"{built}.hidden-{os.getpid()}"
+    site = tmp_path / "site"
+    shutil.copytree(os.path.dirname(dlbridge.__file__), site / "dlbridge")
     script = (
         "import ctypes, numpy as np\n"
         "import dlbridge.julia as jl\n"
@@ -695,22 +696,16 @@ def test_the_installed_module_needs_nothing_from_the_build_tree(tmp_path):
     )
     env = {
         k: v for k, v in os.environ.items()
-        if k not in ("DLBRIDGE_LIB", "DLBRIDGE_JULIA_PACKAGE")
+        if k not in ("DLBRIDGE_LIB", "DLBRIDGE_JULIA_PACKAGE", "PYTHONPATH")
     }
-    moved = os.path.exists(built)
-    if moved:
-        os.rename(built, hidden)
-    try:
-        done = subprocess.run(
-            [sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            timeout=120, text=True, env=env, cwd=tmp_path,
-        )
-    finally:
-        if moved:
-            os.rename(hidden, built)
+    env["PYTHONPATH"] = str(site)
+    done = subprocess.run(
+        [sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        timeout=120, text=True, env=env, cwd=tmp_path,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     extension, functions, loaded, shared, total = done.stdout.split("\n")[:5]
-    assert not extension.startswith(checkout), extension
+    assert extension.startswith(str(site)) and not extension.startswith(checkout), extension
     assert functions == extension, "DLBridge.jl calls the extension's own dlb_* functions"
     assert loaded == "", f"a libdlbridge was loaded: {loaded}"
     assert shared == "True [0.0, 2.0, 4.0, 6.0]"
