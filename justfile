@@ -61,7 +61,7 @@ conformance *libraries:
 
 # Removes shared-memory segments earlier dlbridge versions left in /dev/shm that nobody holds.
 shm-sweep:
-    @cargo run -q -p dlbridge --example shm_sweep
+    @cargo run -q --locked -p dlbridge --example shm_sweep
 
 # Fuzz the importer (nightly cargo-fuzz): FUZZ_RUNS per target (10M), FUZZ_SECONDS cap; not in CI.
 fuzz *targets:

@@ -4,7 +4,7 @@
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
-venv=$("$REPO_ROOT/scripts/python-env.sh")
+venv=$(ensure_venv core "$REPO_ROOT/requirements/core.txt")
 include=$("$venv/bin/python" -c \
   "import tvm_ffi, os; print(os.path.join(os.path.dirname(tvm_ffi.__file__), 'include'))")
 if [[ ! -f $include/dlpack/dlpack.h ]]; then
