@@ -7,15 +7,14 @@ use std::ffi::CStr;
 use napi::bindgen_prelude::Unknown;
 
 use crate::errors::{Failure, Outcome};
-use crate::node_api::{Handle, JsType, Scope};
+use dlbridge_napi::node_api::{Handle, JsType, Scope};
 
 /// The largest integer a JS number holds exactly (`Number.MAX_SAFE_INTEGER`).
 const MAX_SAFE_INTEGER: f64 = 9_007_199_254_740_991.0;
 
 /// A short description of a value for messages: its type, and its value for scalars.
 pub(crate) fn describe(value: Handle<'_>) -> String {
-    // SAFETY: a Handle is a live value of the current call's environment, on its thread.
-    unsafe { dlbridge_napi::describe_value(value.env_raw(), value.raw()) }
+    dlbridge_napi::describe(value)
 }
 
 /// An integer argument (`what` names it in messages).

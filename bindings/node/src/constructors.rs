@@ -12,9 +12,9 @@ use crate::arguments::{describe, dtype_name, integer, integer_list, Options};
 use crate::env_context::EnvContext;
 use crate::errors::{Failure, OrThrow, Outcome};
 use crate::js_memory::{detached, JsMemory};
-use crate::node_api::{Handle, Scope};
 use crate::shared::SharedTensor;
 use crate::tensor::Tensor;
+use dlbridge_napi::node_api::{Handle, ObjectTag, Scope};
 use dlbridge_napi::typed_arrays::dtype_for;
 
 /// Fails for negative dimensions or too many of them (a `RangeError`, naming the value), before
@@ -52,7 +52,7 @@ impl TypedArrayOptions {
 }
 
 /// The Node-API type tag of an ArrayBuffer found fixed-length and marked untransferable.
-const PINNABLE_TAG: napi::sys::napi_type_tag =
+const PINNABLE_TAG: ObjectTag =
     napi::bindgen_prelude::type_tag_from_ident("dlbridge.node::PinnableArrayBuffer");
 
 /// The `TypeError` for a resizable ArrayBuffer.

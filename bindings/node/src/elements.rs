@@ -15,9 +15,9 @@ use napi_derive::napi;
 
 use crate::arguments::{describe, integer_list};
 use crate::errors::{Failure, OrThrow, Outcome};
-use crate::node_api::{Handle, JsType, Scope};
 use crate::shared::SharedTensor;
 use crate::tensor::Tensor;
+use dlbridge_napi::node_api::{Handle, JsType, Scope};
 
 /// An element as JS sees it: boolean, number, BigInt or `[re, im]`.
 pub(crate) type JsElement = Either4<bool, f64, BigInt, Vec<f64>>;

@@ -13,13 +13,13 @@
 //!   ([`Tensor::into_object`](crate::tensor::Tensor::into_object)).
 
 use napi::bindgen_prelude::Unknown;
-use napi::{sys, Env};
+use napi::Env;
 use napi_derive::napi;
 
 use crate::arguments::describe;
 use crate::env_context::EnvContext;
 use crate::errors::{Failure, OrThrow, Outcome};
-use crate::node_api::{Handle, JsType, Scope};
+use dlbridge_napi::node_api::{Handle, JsType, Reference, Scope};
 
 /// One environment's engine facts (see the module documentation).
 pub(crate) struct Engine {
@@ -30,13 +30,13 @@ pub(crate) struct Engine {
     /// Whether the environment is the main thread's.
     pub is_main_thread: bool,
     /// Strong reference to the `ArrayBuffer.prototype.resizable` getter.
-    resizable_getter: sys::napi_ref,
+    resizable_getter: Reference,
     /// Strong reference to `worker_threads.markAsUntransferable`.
-    mark_untransferable: sys::napi_ref,
+    mark_untransferable: Reference,
     /// Strong reference to the `ArrayBuffer` constructor.
-    array_buffer: sys::napi_ref,
+    array_buffer: Reference,
     /// Strong reference to this addon's `Tensor` class.
-    tensor_class: sys::napi_ref,
+    tensor_class: Reference,
 }
 
 impl Engine {

@@ -5,17 +5,16 @@
 use std::sync::Arc;
 
 use dlbridge::{copy, Flags, Order, Tensor, TensorView};
-use napi::sys;
 
 use crate::diagnostics;
 use crate::env_context::EnvContext;
 use crate::errors::{Failure, Outcome};
-use crate::node_api::{Handle, Scope};
+use dlbridge_napi::node_api::{Handle, Reference, Scope};
 
 /// A pinned ArrayBuffer (or SharedArrayBuffer) of one environment.
 pub(crate) struct JsMemory {
     context: Arc<EnvContext>,
-    buffer: sys::napi_ref,
+    buffer: Reference,
     /// Byte offset of the tensor's element 0 in the buffer.
     byte_offset: usize,
 }

@@ -13,7 +13,7 @@
 //!   workers), JS buffers pinned from any thread and released on their own; [`engine`]: the
 //!   engine's limits and intrinsics, handed over by index.js (`initEnvironment`).
 //! - [`errors`]: the one mapping to JS error classes; [`arguments`]: argument checks;
-//!   [`node_api`]: the raw Node-API calls.
+//!   the raw Node-API calls go through `dlbridge_napi::node_api`.
 //! - [`diagnostics`]: `diagnostics()`, the native side's counts of live and released resources.
 //! - `test_hooks` (feature `test-hooks`, test builds only): `_testHooks`, switches for the suite.
 
@@ -33,7 +33,6 @@ mod env_context;
 mod errors;
 mod external;
 mod js_memory;
-mod node_api;
 mod pointer_io;
 mod release_queue;
 mod shared;

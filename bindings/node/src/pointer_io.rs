@@ -20,9 +20,9 @@ use crate::arguments::{describe, Options};
 use crate::diagnostics::PENDING_EXPORTS;
 use crate::errors::{Failure, OrThrow, Outcome};
 use crate::js_memory::detached;
-use crate::node_api::{Handle, JsType, Scope};
 use crate::shared::SharedTensor;
 use crate::tensor::Tensor;
+use dlbridge_napi::node_api::{Handle, JsType, Scope};
 
 /// An export of ours that no consumer has deleted yet.
 struct LiveExport {

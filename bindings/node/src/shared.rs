@@ -9,7 +9,7 @@ use dlbridge::{AsTensorView, Tensor, TensorView};
 use crate::diagnostics::{LIVE_TENSORS, RELEASED_TENSORS};
 use crate::errors::Outcome;
 use crate::js_memory::JsMemory;
-use crate::node_api::Scope;
+use dlbridge_napi::node_api::Scope;
 
 /// A tensor and its memory's keeper.
 pub(crate) struct SharedTensor {

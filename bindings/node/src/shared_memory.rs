@@ -10,9 +10,9 @@ use napi_derive::napi;
 use crate::arguments::{describe, integer_list, Options};
 use crate::constructors::dtype_argument;
 use crate::errors::{shm_open_failure, Failure, OrThrow, Outcome};
-use crate::node_api::{Handle, JsType, Scope};
 use crate::shared::SharedTensor;
 use crate::tensor::Tensor;
+use dlbridge_napi::node_api::{Handle, JsType, Scope};
 
 /// What `emptyShared` returns: the segment's handle and this side's tensor over it.
 #[napi(object, object_from_js = false)]

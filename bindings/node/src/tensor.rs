@@ -7,17 +7,17 @@ use std::sync::Arc;
 
 use dlbridge::ffi::DLManagedTensorVersioned;
 use dlbridge::{Flags, Order};
+use dlbridge_napi::node_api::{copy_to_arraybuffer, Handle, RawEnv, Reference, Scope};
 use dlbridge_napi::TensorHandle;
 use napi::bindgen_prelude::{BigInt, TypeTag, Unknown};
-use napi::{sys, Env};
+use napi::Env;
 use napi_derive::napi;
 
 use crate::arguments::Options;
 use crate::engine::Engine;
 use crate::env_context::EnvContext;
 use crate::errors::{Failure, OrThrow, Outcome};
-use crate::external::{copy_to_arraybuffer, view_buffer};
-use crate::node_api::{Handle, Scope};
+use crate::external::view_buffer;
 use crate::pointer_io;
 use crate::shared::SharedTensor;
 use dlbridge_napi::typed_arrays::{js_layout, JsLayout};
@@ -49,7 +49,7 @@ pub struct Tensor {
 /// that object (as long as it lives) and deleted when it is collected.
 struct ViewBufferRef {
     context: Arc<EnvContext>,
-    reference: sys::napi_ref,
+    reference: Reference,
 }
 
 impl Drop for ViewBufferRef {
@@ -104,25 +104,12 @@ impl Tensor {
         napi::__private::___CALL_FROM_FACTORY.with(|factory| factory.set(false));
         let object = object?;
         let native = Box::into_raw(Box::new(self));
-        // SAFETY: live env, a fresh object of this call that nothing wrapped yet; from here on
+        // SAFETY: a fresh object of this call that nothing wrapped yet; from here on
         // `finalize_tensor` owns `native`.
-        let status = unsafe {
-            sys::napi_wrap(
-                scope.raw(),
-                object.raw(),
-                native.cast(),
-                Some(finalize_tensor),
-                std::ptr::null_mut(),
-                std::ptr::null_mut(),
-            )
-        };
-        if status != sys::Status::napi_ok {
+        if let Err(err) = unsafe { object.wrap(native.cast(), finalize_tensor) } {
             // SAFETY: not wrapped, so still ours.
             drop(unsafe { Box::from_raw(native) });
-            return Err(Failure::plain(
-                "ERR_DLBRIDGE_NODE_API",
-                format!("cannot wrap a Tensor (Node-API status {status})"),
-            ));
+            return Err(err);
         }
         if !object.add_type_tag(&<Tensor as TypeTag>::type_tag()) {
             return Err(Failure::plain(
@@ -175,7 +162,7 @@ impl Tensor {
             memory.check_alive(scope)?;
         }
         if copy {
-            let buffer = copy_to_arraybuffer(scope, &context, &view)?;
+            let buffer = copy_to_arraybuffer(&view, |len| engine.allocate_arraybuffer(scope, len))?;
             return scope.create_typed_array(layout.kind, length, buffer, 0);
         }
         if view.is_read_only() && !ignore_read_only {
@@ -242,7 +229,7 @@ impl Tensor {
 }
 
 /// The finalizer of a `Tensor` object made by [`Tensor::into_object`].
-unsafe extern "C" fn finalize_tensor(_env: sys::napi_env, data: *mut c_void, _hint: *mut c_void) {
+unsafe extern "C" fn finalize_tensor(_env: RawEnv, data: *mut c_void, _hint: *mut c_void) {
     // SAFETY: `data` is the `Box<Tensor>` that `into_object` wrapped; Node calls this once, when
     // the object is collected (or its environment torn down), and nothing uses it after.
     drop(unsafe { Box::from_raw(data.cast::<Tensor>()) });
