@@ -12,7 +12,7 @@ use crate::arguments::{describe, dtype_name, integer, integer_list, Options};
 use crate::env_context::EnvContext;
 use crate::errors::{Failure, OrThrow, Outcome};
 use crate::js_memory::{detached, JsMemory};
-use crate::shared::SharedTensor;
+use crate::live_tensor::LiveTensor;
 use crate::tensor::Tensor;
 use dlbridge_napi::node_api::{Handle, ObjectTag, Scope};
 use dlbridge_napi::typed_arrays::dtype_for;
@@ -156,7 +156,7 @@ fn tensor_over_typed_array<'env>(
     };
     let data = info.data.wrapping_add(byte_offset);
     // SAFETY: the span lies inside the typed array's bytes (checked above), which the JsMemory
-    // pinned below keeps alive (and un-transferable) for as long as the SharedTensor that holds
+    // pinned below keeps alive (and un-transferable) for as long as the LiveTensor that holds
     // both; the empty owner is fine because that pin is the owner.
     let tensor = unsafe {
         CoreTensor::from_raw_parts(
@@ -181,7 +181,7 @@ fn tensor_over_typed_array<'env>(
         info.buffer,
         info.byte_offset + byte_offset,
     )?;
-    Tensor::new(SharedTensor::over_js(tensor, memory)).into_object(scope, engine)
+    Tensor::new(LiveTensor::over_js(tensor, memory)).into_object(scope, engine)
 }
 
 /// A `Tensor` over a typed array's own memory (see index.d.ts).
@@ -210,7 +210,7 @@ pub fn from_typed_array<'env>(
 #[napi(js_name = "fromTensorObject")]
 pub fn from_tensor_object(object: JsTensor<'_>) -> napi::Result<Tensor> {
     let tensor = object.into_tensor()?;
-    Ok(Tensor::new(SharedTensor::native(tensor)))
+    Ok(Tensor::new(LiveTensor::native(tensor)))
 }
 
 /// The dtype argument of `empty`/`arange` (default float32).
@@ -232,7 +232,7 @@ pub fn empty(env: &Env, shape: Unknown<'_>, dtype: Option<Unknown<'_>>) -> napi:
     let made = || -> Outcome<Tensor> {
         let shape = integer_list(scope.adopt(&shape), "empty: shape", true)?;
         let dtype = dtype_argument(scope, dtype.as_ref(), "empty: dtype")?;
-        Ok(Tensor::new(SharedTensor::native(CoreTensor::empty(
+        Ok(Tensor::new(LiveTensor::native(CoreTensor::empty(
             &shape, dtype,
         )?)))
     };
@@ -246,7 +246,7 @@ pub fn arange(env: &Env, n: Unknown<'_>, dtype: Option<Unknown<'_>>) -> napi::Re
     let made = || -> Outcome<Tensor> {
         let n = integer(scope.adopt(&n), "arange: n")?;
         let dtype = dtype_argument(scope, dtype.as_ref(), "arange: dtype")?;
-        Ok(Tensor::new(SharedTensor::native(CoreTensor::arange(
+        Ok(Tensor::new(LiveTensor::native(CoreTensor::arange(
             n, dtype,
         )?)))
     };

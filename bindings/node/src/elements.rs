@@ -15,7 +15,7 @@ use napi_derive::napi;
 
 use crate::arguments::{describe, integer_list};
 use crate::errors::{Failure, OrThrow, Outcome};
-use crate::shared::SharedTensor;
+use crate::live_tensor::LiveTensor;
 use crate::tensor::Tensor;
 use dlbridge_napi::node_api::{Handle, JsType, Scope};
 
@@ -73,7 +73,7 @@ impl Kind {
 /// that JS memory is still attached: callers run it after every step that can run JavaScript.
 fn element_address(
     scope: Scope<'_>,
-    shared: &SharedTensor,
+    shared: &LiveTensor,
     index: &[i64],
     function: &str,
 ) -> Outcome<(*mut u8, Kind)> {

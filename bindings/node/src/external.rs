@@ -21,7 +21,7 @@ use crate::block_registry::Lookup;
 use crate::diagnostics::EXTERNAL_BUFFERS;
 use crate::env_context::EnvContext;
 use crate::errors::{Failure, Outcome};
-use crate::shared::SharedTensor;
+use crate::live_tensor::LiveTensor;
 
 /// A buffer for typed-array views of a tensor.
 pub(crate) struct ViewBuffer<'env> {
@@ -36,7 +36,7 @@ pub(crate) struct ViewBuffer<'env> {
 /// What an external ArrayBuffer's finalizer needs: the tensor it keeps alive and its entry.
 struct ExternalBlock {
     /// Held, not read: the tensor's memory must outlive the buffer.
-    _tensor: Arc<SharedTensor>,
+    _tensor: Arc<LiveTensor>,
     context: Arc<EnvContext>,
     base: usize,
     id: u64,
@@ -50,7 +50,7 @@ static NEXT_BLOCK_ID: AtomicU64 = AtomicU64::new(1);
 pub(crate) fn view_buffer<'env>(
     scope: Scope<'env>,
     context: &Arc<EnvContext>,
-    tensor: &Arc<SharedTensor>,
+    tensor: &Arc<LiveTensor>,
     alignment: usize,
 ) -> Outcome<ViewBuffer<'env>> {
     if let Some(memory) = tensor.js_memory() {
@@ -104,7 +104,7 @@ pub(crate) fn view_buffer<'env>(
 fn create_external<'env>(
     scope: Scope<'env>,
     context: &Arc<EnvContext>,
-    tensor: &Arc<SharedTensor>,
+    tensor: &Arc<LiveTensor>,
     base: usize,
     len: usize,
 ) -> Outcome<Option<Handle<'env>>> {

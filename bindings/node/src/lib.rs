@@ -3,8 +3,9 @@
 //!
 //! - [`constructors`]: `fromTypedArray` (zero-copy over a typed array's memory, which stays
 //!   pinned while any holder lives), `empty` and `arange` (Rust-owned memory).
-//! - [`tensor`]: the `Tensor` class; `toTypedArray` hands out views over one ArrayBuffer per
-//!   memory block ([`external`], [`block_registry`]); `close` lets go of a tensor at once.
+//! - [`tensor`]: the `Tensor` class, a handle on a [`live_tensor`]; `toTypedArray` hands out
+//!   views over one ArrayBuffer per memory block ([`external`], [`block_registry`]); `close`
+//!   lets go of a tensor at once.
 //! - [`elements`]: `get` / `set`, one element read or written in place through the strides.
 //! - [`pointer_io`]: DLPack managed-tensor pointers as BigInts, for other native addons.
 //! - [`shared_memory`]: `emptyShared`, `toShared`, `fromShared`: tensors in POSIX shared-memory
@@ -33,9 +34,9 @@ mod env_context;
 mod errors;
 mod external;
 mod js_memory;
+mod live_tensor;
 mod pointer_io;
 mod release_queue;
-mod shared;
 mod shared_memory;
 mod tensor;
 #[cfg(feature = "test-hooks")]

@@ -10,7 +10,7 @@ use napi_derive::napi;
 use crate::arguments::{describe, integer_list, Options};
 use crate::constructors::dtype_argument;
 use crate::errors::{shm_open_failure, Failure, OrThrow, Outcome};
-use crate::shared::SharedTensor;
+use crate::live_tensor::LiveTensor;
 use crate::tensor::Tensor;
 use dlbridge_napi::node_api::{Handle, JsType, Scope};
 
@@ -70,7 +70,7 @@ pub fn empty_shared(
         let tensor = segment.to_tensor();
         Ok(SharedAllocation {
             handle,
-            tensor: Tensor::new(SharedTensor::native(tensor)),
+            tensor: Tensor::new(LiveTensor::native(tensor)),
         })
     };
     made().or_throw(env)
@@ -109,7 +109,7 @@ pub fn from_shared(
             false => Access::ReadOnly,
         };
         let tensor = shm::open(&handle, access).map_err(|e| shm_open_failure(&handle, e))?;
-        Ok(Tensor::new(SharedTensor::native(tensor)))
+        Ok(Tensor::new(LiveTensor::native(tensor)))
     };
     opened().or_throw(env)
 }

@@ -1,4 +1,4 @@
-//! The JS `Tensor` class: a handle on a [`SharedTensor`], its metadata as properties,
+//! The JS `Tensor` class: a handle on a [`LiveTensor`], its metadata as properties,
 //! `toTypedArray` / `exportPointer`, and `close`, which lets go of the handle at once.
 
 use std::cell::{Cell, OnceCell, RefCell};
@@ -18,8 +18,8 @@ use crate::engine::Engine;
 use crate::env_context::EnvContext;
 use crate::errors::{Failure, OrThrow, Outcome};
 use crate::external::view_buffer;
+use crate::live_tensor::LiveTensor;
 use crate::pointer_io;
-use crate::shared::SharedTensor;
 use dlbridge_napi::typed_arrays::{js_layout, JsLayout};
 
 /// A DLPack tensor: metadata plus memory kept alive for as long as anyone (JS, Rust, another
@@ -36,7 +36,7 @@ pub struct Tensor {
     /// The tensor-object protocol header; must stay the first field.
     handle: TensorHandle,
     /// The tensor; `None` once closed.
-    shared: RefCell<Option<Arc<SharedTensor>>>,
+    shared: RefCell<Option<Arc<LiveTensor>>>,
     /// Whether this object's typed arrays are copies (external buffers refused).
     views_copied: Cell<bool>,
     /// Byte offset of element 0 in this object's view buffer, once made.
@@ -76,7 +76,7 @@ pub struct DeviceInfo {
 
 impl Tensor {
     /// A JS handle on `shared`.
-    pub(crate) fn new(shared: Arc<SharedTensor>) -> Tensor {
+    pub(crate) fn new(shared: Arc<LiveTensor>) -> Tensor {
         Tensor {
             handle: TensorHandle::new(export_for_addon),
             shared: RefCell::new(Some(shared)),
@@ -122,7 +122,7 @@ impl Tensor {
 
     /// The shared tensor; `ERR_DLBRIDGE_CLOSED` once `close` ran. Callers take it after
     /// running any JavaScript (option getters), which may close the tensor.
-    pub(crate) fn shared(&self) -> Outcome<Arc<SharedTensor>> {
+    pub(crate) fn shared(&self) -> Outcome<Arc<LiveTensor>> {
         self.shared
             .try_borrow()
             .ok()
@@ -136,7 +136,7 @@ impl Tensor {
     }
 
     /// [`shared`](Self::shared) for an entry point.
-    fn live(&self, env: &Env) -> napi::Result<Arc<SharedTensor>> {
+    fn live(&self, env: &Env) -> napi::Result<Arc<LiveTensor>> {
         self.shared().or_throw(env)
     }
 
@@ -199,7 +199,7 @@ impl Tensor {
         &self,
         scope: Scope<'env>,
         context: &Arc<EnvContext>,
-        shared: &Arc<SharedTensor>,
+        shared: &Arc<LiveTensor>,
         layout: JsLayout,
     ) -> Outcome<(Handle<'env>, usize)> {
         if let Some(cached) = self.view_buffer.get() {
