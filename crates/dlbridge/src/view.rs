@@ -186,18 +186,17 @@ impl<'a> TensorView<'a> {
     pub fn read_at<T: Element>(&self, index: &[usize]) -> Result<T> {
         self.require_dtype::<T>()?;
         self.require_host()?;
-        if index.len() != self.ndim() || index.iter().zip(self.shape).any(|(&i, &d)| i as i64 >= d)
-        {
+        let Some(offset) = layout::offset_of(
+            self.shape,
+            self.strides,
+            index.len(),
+            index.iter().map(|&i| i64::try_from(i).unwrap_or(-1)),
+        ) else {
             return Err(Error::UnsupportedLayout(format!(
                 "index {index:?} out of bounds for shape {:?}",
                 self.shape
             )));
-        }
-        let offset: isize = index
-            .iter()
-            .zip(self.strides)
-            .map(|(&i, &s)| i as isize * s as isize)
-            .sum();
+        };
         if T::DTYPE == DataType::BOOL {
             let byte = self.bool_byte(index);
             if byte > 1 {
