@@ -7,7 +7,7 @@
 //! [`Scope`] is the environment of the current call and [`Handle`] a value in it. Both are only
 //! made from what napi-rs hands an entry point or from the calls below, and they cannot outlive
 //! the call (`'env`), which is what makes the wrappers safe to call. Every raw call's status goes
-//! through one check, which turns a failure into this crate's [`Error`](crate::Error)
+//! through one check, which turns a failure into this crate's [`Error`]
 //! (`ERR_DLBRIDGE_NODE_API`, naming the call and the status), as napi-rs's `check_status!` does.
 //!
 //! Addons read their own arguments with these wrappers as well: [`Scope::new`] from napi-rs's
