@@ -90,13 +90,15 @@ fn tensor_over_typed_array<'env>(
             ),
         )
     })?;
-    if info.buffer.is_detached() {
+    // A detached buffer leaves its typed arrays empty: only an empty one can be over one.
+    if info.length == 0 && info.buffer.is_detached() {
         return Err(detached());
     }
     // An ArrayBuffer that an earlier call already found fixed-length and marked untransferable
     // carries PINNABLE_TAG (neither can change back); others cost two calls into JavaScript.
+    // A typed array's buffer is an object (an ArrayBuffer or a SharedArrayBuffer, never tagged).
     let unchecked_arraybuffer =
-        info.buffer.is_arraybuffer() && !info.buffer.has_type_tag(&PINNABLE_TAG);
+        !info.buffer.object_has_type_tag(&PINNABLE_TAG) && info.buffer.is_arraybuffer();
     if unchecked_arraybuffer && engine.is_resizable(scope, info.buffer)? {
         return Err(resizable());
     }
@@ -113,7 +115,9 @@ fn tensor_over_typed_array<'env>(
             ),
         ));
     }
-    let shape = match shape {
+    // The default shape (1-d) and compact 1-d strides live on the stack.
+    let default_shape: [i64; 1];
+    let shape: &[i64] = match &shape {
         Some(shape) => shape,
         None if info.length % js.per_element != 0 => {
             return Err(Failure::range_error(
@@ -128,23 +132,31 @@ fn tensor_over_typed_array<'env>(
                 ),
             ))
         }
-        None => vec![elements - offset],
+        None => {
+            default_shape = [elements - offset];
+            &default_shape
+        }
     };
-    check_dims(&shape)?;
-    let strides = match strides {
+    check_dims(shape)?;
+    let compact;
+    let strides: &[i64] = match &strides {
         Some(strides) => {
-            layout::check_strides_len(&shape, &strides)?;
+            layout::check_strides_len(shape, strides)?;
             strides
         }
-        None => layout::compact_strides(&shape, Order::C),
+        None if shape.len() == 1 => &[1],
+        None => {
+            compact = layout::compact_strides(shape, Order::C);
+            &compact
+        }
     };
     let byte_offset = offset as usize * itemsize;
-    let span = layout::byte_span(&shape, &strides, itemsize, byte_offset as u64)?;
+    let span = layout::byte_span(shape, strides, itemsize, byte_offset as u64)?;
     if !span.is_empty() && (span.start < 0 || span.end as usize > byte_len) {
         return Err(CoreError::BufferTooSmall {
             len: byte_len,
-            shape,
-            strides,
+            shape: shape.to_vec(),
+            strides: strides.to_vec(),
             start: span.start as i64,
             end: span.end as i64,
         }
@@ -161,8 +173,8 @@ fn tensor_over_typed_array<'env>(
     let tensor = unsafe {
         CoreTensor::from_raw_parts(
             data,
-            &shape,
-            Some(&strides),
+            shape,
+            Some(strides),
             dtype,
             Device::CPU,
             flags,
@@ -184,23 +196,19 @@ fn tensor_over_typed_array<'env>(
     Tensor::new(LiveTensor::over_js(tensor, memory)).into_object(scope, engine)
 }
 
-/// A `Tensor` over a typed array's own memory (see index.d.ts).
-#[napi(js_name = "fromTypedArray")]
-pub fn from_typed_array<'env>(
-    env: &'env Env,
-    array: Unknown<'env>,
-    options: Option<Unknown<'env>>,
-) -> napi::Result<Unknown<'env>> {
-    let scope = Scope::new(env);
-    Options::new(
-        scope,
-        options.as_ref(),
+/// `fromTypedArray(array, options)`: a `Tensor` over a typed array's own memory (see
+/// index.d.ts); a native function of [`entry_points`](crate::entry_points).
+pub(crate) fn from_typed_array<'env>(
+    scope: Scope<'env>,
+    array: Handle<'env>,
+    options: Handle<'env>,
+) -> Outcome<Handle<'env>> {
+    let options = Options::new(
+        Some(options),
         "fromTypedArray",
         &["shape", "strides", "offset", "readonly", "dtype"],
-    )
-    .and_then(|options| tensor_over_typed_array(scope, scope.adopt(&array), &options))
-    .map(Handle::into_unknown)
-    .or_throw(env)
+    )?;
+    tensor_over_typed_array(scope, array, &options)
 }
 
 /// A `Tensor` over the memory of a tensor object that another native addon returned

@@ -17,6 +17,7 @@ use napi::Env;
 use napi_derive::napi;
 
 use crate::arguments::describe;
+use crate::entry_points;
 use crate::env_context::EnvContext;
 use crate::errors::{Failure, OrThrow, Outcome};
 use dlbridge_napi::node_api::{Handle, JsType, Reference, Scope};
@@ -176,14 +177,15 @@ fn function<'env>(value: Handle<'env>, what: &str) -> Outcome<Handle<'env>> {
 /// `{isMainThread, maxTypedArrayLength, maxExternalByteLength, resizable, markAsUntransferable,
 /// ArrayBuffer, Tensor}` (`Tensor`: this addon's class, whose instances `fromTypedArray` makes).
 /// Later calls (index.js evaluated again in another realm of the same environment, as Jest
-/// does) keep the first setup.
+/// does) keep the first setup. Returns the hot entry points for index.js to install
+/// ([`entry_points`](crate::entry_points)).
 #[napi(js_name = "initEnvironment")]
-pub fn init_environment(env: &Env, setup: Unknown<'_>) -> napi::Result<()> {
+pub fn init_environment<'env>(env: &'env Env, setup: Unknown<'env>) -> napi::Result<Unknown<'env>> {
     let scope = Scope::new(env);
-    let init = || -> Outcome<()> {
+    let init = || -> Outcome<Handle<'env>> {
         let context = EnvContext::of(scope)?;
         if context.engine().is_some() {
-            return Ok(());
+            return entry_points::functions(scope);
         }
         let setup = scope.adopt(&setup);
         let resizable = function(setup.get_named(c"resizable")?, "resizable")?;
@@ -212,7 +214,7 @@ pub fn init_environment(env: &Env, setup: Unknown<'_>) -> napi::Result<()> {
             // SAFETY: the references were just made here and nothing else holds them.
             unsafe { engine.release(scope) };
         }
-        Ok(())
+        entry_points::functions(scope)
     };
-    init().or_throw(env)
+    init().map(Handle::into_unknown).or_throw(env)
 }

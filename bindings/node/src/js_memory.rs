@@ -98,6 +98,15 @@ impl JsMemory {
         Ok(copied.with_flags(view.flags() & Flags::READ_ONLY))
     }
 
+    /// Fails if the buffer's environment (a worker) has exited; the buffer itself is not looked
+    /// at (see [`check_alive`](Self::check_alive)).
+    pub(crate) fn check_environment(&self) -> Outcome<()> {
+        match self.context.is_alive() {
+            true => Ok(()),
+            false => Err(memory_gone()),
+        }
+    }
+
     /// Fails if the memory is gone (detached buffer, exited worker); see [`JsMemory::buffer`].
     pub(crate) fn check_alive(&self, scope: Scope<'_>) -> Outcome<()> {
         self.buffer(scope).map(drop)

@@ -12,7 +12,8 @@
 //!   segments, for runtimes that cannot share a process.
 //! - [`env_context`], [`js_memory`], [`release_queue`]: per-environment state (main thread and
 //!   workers), JS buffers pinned from any thread and released on their own; [`engine`]: the
-//!   engine's limits and intrinsics, handed over by index.js (`initEnvironment`).
+//!   engine's limits and intrinsics, handed over by index.js (`initEnvironment`), which gets
+//!   the hot [`entry_points`] back.
 //! - [`errors`]: the one mapping to JS error classes; [`arguments`]: argument checks;
 //!   the raw Node-API calls go through `dlbridge_napi::node_api`.
 //! - [`diagnostics`]: `diagnostics()`, the native side's counts of live and released resources.
@@ -30,6 +31,7 @@ mod constructors;
 mod diagnostics;
 mod elements;
 mod engine;
+mod entry_points;
 mod env_context;
 mod errors;
 mod external;

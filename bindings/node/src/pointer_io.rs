@@ -249,8 +249,7 @@ pub fn import_pointer(
     let imported = || -> Outcome<Tensor> {
         let address = address(scope.adopt(&address_value), "importPointer: address")?;
         let options = Options::new(
-            scope,
-            options.as_ref(),
+            options.as_ref().map(|v| scope.adopt(v)),
             "importPointer",
             &["legacy", "readonly"],
         )?;
@@ -280,7 +279,11 @@ pub fn release_pointer(
     let scope = Scope::new(env);
     let released = || -> Outcome<()> {
         let address = address(scope.adopt(&address_value), "releasePointer: address")?;
-        let options = Options::new(scope, options.as_ref(), "releasePointer", &["legacy"])?;
+        let options = Options::new(
+            options.as_ref().map(|v| scope.adopt(v)),
+            "releasePointer",
+            &["legacy"],
+        )?;
         let legacy = options.bool(c"legacy")?.unwrap_or(false);
         // SAFETY: the documented contract: a live managed tensor whose ownership we take. The
         // import runs the deleter on drop, and also when validation fails (so that is ignored).

@@ -103,7 +103,11 @@ pub fn from_shared(
     let scope = Scope::new(env);
     let opened = || -> Outcome<Tensor> {
         let handle = handle_argument(scope.adopt(&handle), "fromShared: handle")?;
-        let options = Options::new(scope, options.as_ref(), "fromShared", &["writable"])?;
+        let options = Options::new(
+            options.as_ref().map(|v| scope.adopt(v)),
+            "fromShared",
+            &["writable"],
+        )?;
         let access = match options.bool(c"writable")?.unwrap_or(false) {
             true => Access::ReadWrite,
             false => Access::ReadOnly,

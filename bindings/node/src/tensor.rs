@@ -140,11 +140,19 @@ impl Tensor {
         self.shared().or_throw(env)
     }
 
-    fn typed_array<'env>(
+    /// `tensor.toTypedArray(options)`: a typed array over the tensor's memory (row-major
+    /// tensors), or a copy with `copy: true`; a native function of
+    /// [`entry_points`](crate::entry_points).
+    pub(crate) fn to_typed_array<'env>(
         &self,
         scope: Scope<'env>,
-        options: Options<'env>,
+        options: Handle<'env>,
     ) -> Outcome<Handle<'env>> {
+        let options = Options::new(
+            Some(options),
+            "toTypedArray",
+            &["copy", "unsafeIgnoreReadOnly"],
+        )?;
         let copy = options.bool(c"copy")?.unwrap_or(false);
         let ignore_read_only = options.bool(c"unsafeIgnoreReadOnly")?.unwrap_or(false);
         // No JavaScript runs from here on.
@@ -158,8 +166,18 @@ impl Tensor {
         let layout = js_layout(view.dtype(), padded)?;
         let length = view.size() * layout.per_element;
         engine.check_typed_array_length(length, "toTypedArray")?;
+        // The view buffer this object already made is looked up (and found detached) in one
+        // step; where the tensor is over JS memory of this environment, that buffer is the pinned
+        // one, so the pin only needs its environment checked.
+        let cached = match copy {
+            true => None,
+            false => self.cached_view_buffer(scope)?,
+        };
         if let Some(memory) = shared.js_memory() {
-            memory.check_alive(scope)?;
+            match cached {
+                Some(_) => memory.check_environment()?,
+                None => memory.check_alive(scope)?,
+            }
         }
         if copy {
             let buffer = copy_to_arraybuffer(&view, |len| engine.allocate_arraybuffer(scope, len))?;
@@ -188,39 +206,50 @@ impl Tensor {
             let (buffer, _) = scope.create_arraybuffer(0)?;
             return scope.create_typed_array(layout.kind, 0, buffer, 0);
         }
-        let (buffer, offset) = self.cached_view_buffer(scope, &context, &shared, layout)?;
+        let (buffer, offset) = match cached {
+            Some(cached) => cached,
+            None => self.new_view_buffer(scope, &context, &shared, layout)?,
+        };
         scope.create_typed_array(layout.kind, length, buffer, offset)
     }
 
-    /// The buffer this object's views share: made once and held by a strong reference of the
-    /// object, so every view of one `Tensor` is over the same ArrayBuffer, which lives as long as
-    /// the object or any view. The reference is invisible to JavaScript: no property lookup.
+    /// The buffer this object's views share, once made ([`new_view_buffer`](Self::new_view_buffer)),
+    /// with the byte offset of element 0 in it; `ERR_DLBRIDGE_DETACHED` if it was detached since.
     fn cached_view_buffer<'env>(
+        &self,
+        scope: Scope<'env>,
+    ) -> Outcome<Option<(Handle<'env>, usize)>> {
+        let Some(cached) = self.view_buffer.get() else {
+            return Ok(None);
+        };
+        // SAFETY: a strong reference made in `new_view_buffer` in this object's environment,
+        // which is the caller's (a JS object never leaves its environment); deleted only when
+        // the object is collected.
+        let buffer = unsafe { scope.reference_value(cached.reference) }
+            .ok_or_else(|| Failure::plain("ERR_DLBRIDGE_NODE_API", "the view buffer is gone"))?;
+        if buffer.is_detached() {
+            return Err(crate::js_memory::detached());
+        }
+        Ok(Some((buffer, self.view_offset.get())))
+    }
+
+    /// Makes the buffer this object's views share: made once and held by a strong reference of
+    /// the object, so every view of one `Tensor` is over the same ArrayBuffer, which lives as long
+    /// as the object or any view. The reference is invisible to JavaScript: no property lookup.
+    fn new_view_buffer<'env>(
         &self,
         scope: Scope<'env>,
         context: &Arc<EnvContext>,
         shared: &Arc<LiveTensor>,
         layout: JsLayout,
     ) -> Outcome<(Handle<'env>, usize)> {
-        if let Some(cached) = self.view_buffer.get() {
-            // SAFETY: a strong reference made below in this object's environment, which is the
-            // caller's (a JS object never leaves its environment); deleted only when the object
-            // is collected.
-            let buffer = unsafe { scope.reference_value(cached.reference) }.ok_or_else(|| {
-                Failure::plain("ERR_DLBRIDGE_NODE_API", "the view buffer is gone")
-            })?;
-            if buffer.is_detached() {
-                return Err(crate::js_memory::detached());
-            }
-            return Ok((buffer, self.view_offset.get()));
-        }
         let made = view_buffer(scope, context, shared, layout.kind.element_size())?;
         let reference = scope.create_reference(made.buffer, 1)?;
         let held = ViewBufferRef {
             context: context.clone(),
             reference,
         };
-        // No JavaScript of the caller's ran since the check above, so the cell is still empty.
+        // No JavaScript of the caller's ran since `cached_view_buffer` found the cell empty.
         drop(self.view_buffer.set(held));
         self.views_copied.set(made.copied);
         self.view_offset.set(made.offset);
@@ -340,25 +369,6 @@ impl Tensor {
         Ok(BigInt::from(self.live(env)?.view().data_ptr() as u64))
     }
 
-    /// A typed array over the tensor's memory (row-major tensors), or a copy with `copy: true`.
-    #[napi]
-    pub fn to_typed_array<'env>(
-        &self,
-        env: &'env Env,
-        options: Option<Unknown<'env>>,
-    ) -> napi::Result<Unknown<'env>> {
-        let scope = Scope::new(env);
-        Options::new(
-            scope,
-            options.as_ref(),
-            "toTypedArray",
-            &["copy", "unsafeIgnoreReadOnly"],
-        )
-        .and_then(|options| self.typed_array(scope, options))
-        .map(Handle::into_unknown)
-        .or_throw(env)
-    }
-
     /// Whether `close` has run (the one property a closed tensor still answers).
     #[napi(getter)]
     pub fn closed(&self) -> bool {
@@ -384,8 +394,7 @@ impl Tensor {
     pub fn export_pointer(&self, env: &Env, options: Option<Unknown<'_>>) -> napi::Result<BigInt> {
         let scope = Scope::new(env);
         Options::new(
-            scope,
-            options.as_ref(),
+            options.as_ref().map(|v| scope.adopt(v)),
             "exportPointer",
             &["legacy", "unsafeIgnoreReadOnly"],
         )

@@ -32,8 +32,7 @@ pub fn export_anonymous(
 ) -> napi::Result<BigInt> {
     let scope = Scope::new(env);
     Options::new(
-        scope,
-        options.as_ref(),
+        options.as_ref().map(|v| scope.adopt(v)),
         "exportAnonymous",
         &["legacy", "unsafeIgnoreReadOnly"],
     )

@@ -286,12 +286,20 @@ fn typed_array(value: Handle<'_>, want: Option<DataType>) -> Option<Source> {
     let TypedArrayInfo {
         kind, length, data, ..
     } = value.typed_array_info().ok().flatten()?;
-    let viewed_as_wanted = want
-        .and_then(|dtype| js_layout(dtype, false).ok().map(|layout| (dtype, layout)))
-        .filter(|(_, layout)| layout.kind == kind.canonical() && length % layout.per_element == 0);
-    let (dtype, elements) = match viewed_as_wanted {
-        Some((dtype, layout)) => (dtype, length / layout.per_element),
-        None => (kind.natural_dtype(), length),
+    let natural = kind.natural_dtype();
+    let viewed_as_wanted = || {
+        want.and_then(|dtype| js_layout(dtype, false).ok().map(|layout| (dtype, layout)))
+            .filter(|(_, layout)| {
+                layout.kind == kind.canonical() && length % layout.per_element == 0
+            })
+    };
+    // The class's own dtype (a Float32Array for f32) needs no layout lookup.
+    let (dtype, elements) = match want {
+        Some(dtype) if dtype == natural => (natural, length),
+        _ => match viewed_as_wanted() {
+            Some((dtype, layout)) => (dtype, length / layout.per_element),
+            None => (natural, length),
+        },
     };
     Some(Source::Array {
         data,

@@ -16,6 +16,7 @@
 
 mod buffers;
 mod environment;
+mod functions;
 mod objects;
 mod values;
 
@@ -29,6 +30,7 @@ use crate::error::Error;
 pub use buffers::{copy_to_arraybuffer, External, TypedArrayInfo};
 #[doc(hidden)]
 pub use environment::{CleanupHook, ThreadsafeCallback, ThreadsafeFunction};
+pub use functions::{NativeCallback, RawCallbackInfo};
 pub use values::JsType;
 
 /// A raw Node-API environment, as finalizers and callbacks receive it.

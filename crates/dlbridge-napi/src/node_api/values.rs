@@ -403,6 +403,18 @@ impl<'env> Handle<'env> {
         Ok(self.sibling(out))
     }
 
+    /// Sets the named property (setters may run JavaScript and throw).
+    pub fn set_named(self, name: &CStr, value: Handle<'env>) -> Result<()> {
+        check(
+            // SAFETY: live env and values of this call, NUL-terminated name.
+            unsafe {
+                sys::napi_set_named_property(self.env, self.value, name.as_ptr(), value.value)
+            },
+            "napi_set_named_property",
+        )?;
+        Ok(())
+    }
+
     /// The object's own enumerable string keys, as `Object.keys` lists them (a Proxy's traps run
     /// and may throw).
     pub fn own_keys(self) -> Result<Vec<Handle<'env>>> {
