@@ -201,10 +201,10 @@ fn tensor_over_typed_array<'env>(
 pub(crate) fn from_typed_array<'env>(
     scope: Scope<'env>,
     array: Handle<'env>,
-    options: Handle<'env>,
+    options: Option<Handle<'env>>,
 ) -> Outcome<Handle<'env>> {
     let options = Options::new(
-        Some(options),
+        options,
         "fromTypedArray",
         &["shape", "strides", "offset", "readonly", "dtype"],
     )?;

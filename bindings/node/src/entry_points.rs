@@ -29,21 +29,31 @@ pub(crate) fn functions<'env>(scope: Scope<'env>) -> Outcome<Handle<'env>> {
     Ok(object)
 }
 
-/// Runs `body` with the call's `this` and first `N` arguments, returning its value or throwing
-/// its failure (a panic becomes an `Error` rather than crossing into Node).
+/// Runs `body` with the call's `this` and first `N` arguments (`None` for those not passed: an
+/// absent options argument costs no Node-API call), returning its value or throwing its failure
+/// (a panic becomes an `Error` rather than crossing into Node).
 ///
 /// # Safety
 /// `env` and `info` are what Node-API passed the running native function.
 unsafe fn run<const N: usize>(
     env: RawEnv,
     info: RawCallbackInfo,
-    body: impl for<'env> FnOnce(Scope<'env>, Handle<'env>, [Handle<'env>; N]) -> Outcome<Handle<'env>>,
+    body: impl for<'env> FnOnce(
+        Scope<'env>,
+        Handle<'env>,
+        [Option<Handle<'env>>; N],
+    ) -> Outcome<Handle<'env>>,
 ) -> RawValue {
     // SAFETY: Node calls native functions with their live env, on its thread.
     let scope = unsafe { Scope::from_raw(env) };
     let outcome = catch_unwind(AssertUnwindSafe(|| {
         // SAFETY: `info` is this call's (the caller's contract).
-        let (this, arguments) = unsafe { scope.arguments::<N>(info) }?;
+        let (this, arguments, passed) = unsafe { scope.arguments::<N>(info) }?;
+        let mut position = 0;
+        let arguments = arguments.map(|argument| {
+            position += 1;
+            (position <= passed).then_some(argument)
+        });
         body(scope, this, arguments)
     }));
     let failure = match outcome {
@@ -67,8 +77,12 @@ unsafe extern "C" fn from_typed_array(env: RawEnv, info: RawCallbackInfo) -> Raw
 fn typed_array_to_tensor<'env>(
     scope: Scope<'env>,
     _this: Handle<'env>,
-    [array, options]: [Handle<'env>; 2],
+    [array, options]: [Option<Handle<'env>>; 2],
 ) -> Outcome<Handle<'env>> {
+    let array = match array {
+        Some(array) => array,
+        None => scope.undefined()?,
+    };
     constructors::from_typed_array(scope, array, options)
 }
 
@@ -81,10 +95,11 @@ unsafe extern "C" fn to_typed_array(env: RawEnv, info: RawCallbackInfo) -> RawVa
 fn tensor_to_typed_array<'env>(
     scope: Scope<'env>,
     this: Handle<'env>,
-    [options]: [Handle<'env>; 1],
+    [options]: [Option<Handle<'env>>; 1],
 ) -> Outcome<Handle<'env>> {
-    // SAFETY: `Tensor` is a `#[napi]` class whose methods all take `&self`.
-    let tensor = unsafe { this.class_instance::<Tensor>() }.ok_or_else(|| {
+    // SAFETY: `Tensor` is a `#[napi]` class whose methods all take `&self`; `this` is the
+    // receiver of this native function.
+    let tensor = unsafe { this.receiver_instance::<Tensor>() }.ok_or_else(|| {
         Failure::type_error(
             "ERR_DLBRIDGE_INVALID_ARGUMENT",
             format!(

@@ -146,13 +146,9 @@ impl Tensor {
     pub(crate) fn to_typed_array<'env>(
         &self,
         scope: Scope<'env>,
-        options: Handle<'env>,
+        options: Option<Handle<'env>>,
     ) -> Outcome<Handle<'env>> {
-        let options = Options::new(
-            Some(options),
-            "toTypedArray",
-            &["copy", "unsafeIgnoreReadOnly"],
-        )?;
+        let options = Options::new(options, "toTypedArray", &["copy", "unsafeIgnoreReadOnly"])?;
         let copy = options.bool(c"copy")?.unwrap_or(false);
         let ignore_read_only = options.bool(c"unsafeIgnoreReadOnly")?.unwrap_or(false);
         // No JavaScript runs from here on.

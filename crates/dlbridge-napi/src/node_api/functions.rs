@@ -38,8 +38,8 @@ impl<'env> Scope<'env> {
         Ok(self.handle(out))
     }
 
-    /// `this` and the first `N` arguments of the running native call (`undefined` for those
-    /// not passed).
+    /// `this`, the first `N` arguments of the running native call (`undefined` for those not
+    /// passed) and how many arguments were passed.
     ///
     /// # Safety
     /// `info` is the call information of the native function running in this scope.
@@ -47,11 +47,12 @@ impl<'env> Scope<'env> {
     pub unsafe fn arguments<const N: usize>(
         self,
         info: RawCallbackInfo,
-    ) -> Result<(Handle<'env>, [Handle<'env>; N])> {
+    ) -> Result<(Handle<'env>, [Handle<'env>; N], usize)> {
         let (mut argc, mut argv, mut this) = (N, [ptr::null_mut(); N], ptr::null_mut());
         check(
             // SAFETY: live env, the running call's info (caller's contract); `argv` holds `argc`
-            // values, which Node fills (with undefined past the arguments passed).
+            // values, which Node fills (with undefined past the arguments passed) before it sets
+            // `argc` to the number passed.
             unsafe {
                 sys::napi_get_cb_info(
                     self.env,
@@ -64,6 +65,10 @@ impl<'env> Scope<'env> {
             },
             "napi_get_cb_info",
         )?;
-        Ok((self.handle(this), argv.map(|value| self.handle(value))))
+        Ok((
+            self.handle(this),
+            argv.map(|value| self.handle(value)),
+            argc,
+        ))
     }
 }
