@@ -17,6 +17,9 @@
 //!   returned to JavaScript as a typed array over its memory.
 //! - [`TensorObject`]: a Rust tensor of any layout returned as a tensor object, which
 //!   `dlbridge.fromTensorObject` turns into a dlbridge `Tensor` over the same memory.
+//! - [`node_api`]: the checked Node-API layer everything here (and the `dlbridge` package) is
+//!   built on: a [`Scope`](node_api::Scope) and [`Handle`](node_api::Handle)s of the current
+//!   call, one status check for every raw call, for addons that read values themselves.
 //!
 //! ```no_run
 //! use dlbridge_napi::{JsTensorMut, JsTensorRef};
