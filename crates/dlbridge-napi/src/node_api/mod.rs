@@ -1,12 +1,13 @@
-//! The one raw Node-API layer of dlbridge: checked, safe wrappers over every Node-API call that
-//! this crate and the `dlbridge` npm package make themselves (typed arrays, array buffers,
-//! references, type tags, wrapped objects, errors, environment state), where napi-rs either has
-//! no equivalent or hides what we must see (it copies silently where external buffers are
-//! forbidden).
+//! The one raw Node-API layer of dlbridge: checked wrappers over every Node-API call that this
+//! crate and the `dlbridge` npm package make themselves (typed arrays, array buffers,
+//! references, type tags, wrapped objects, native functions, errors, environment state), where
+//! napi-rs either has no equivalent, hides what we must see (it copies silently where external
+//! buffers are forbidden) or costs more than the call's own work.
 //!
 //! [`Scope`] is the environment of the current call and [`Handle`] a value in it. Both are only
-//! made from what napi-rs hands an entry point or from the calls below, and they cannot outlive
-//! the call (`'env`), which is what makes the wrappers safe to call. Every raw call's status goes
+//! made from what napi-rs or Node-API hands an entry point (the `unsafe` `from_raw`s) or from the
+//! calls below, and they cannot outlive the call (`'env`), which is what makes the safe wrappers
+//! safe to call. Every raw call's status goes
 //! through one check, which turns a failure into this crate's [`Error`]
 //! (`ERR_DLBRIDGE_NODE_API`, naming the call and the status), as napi-rs's `check_status!` does.
 //!
