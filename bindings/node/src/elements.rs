@@ -84,7 +84,12 @@ fn element_address(
     view.require_host()?;
     let kind = Kind::of(view.dtype())?;
     let shape = view.shape();
-    let Some(offset) = layout::element_offset(shape, view.strides(), index) else {
+    // A negative index is out of bounds, as one beyond the dimension is.
+    let unsigned: Vec<usize> = index
+        .iter()
+        .map(|&i| usize::try_from(i).unwrap_or(usize::MAX))
+        .collect();
+    let Some(offset) = layout::element_offset(shape, view.strides(), &unsigned) else {
         return Err(Failure::range_error(
             "ERR_DLBRIDGE_INDEX_OUT_OF_RANGE",
             format!("{function}: index {index:?} is out of bounds for shape {shape:?}"),

@@ -424,10 +424,7 @@ impl<'env> Typed<'env> {
     /// The element offset of `index`, or a RangeError naming it and the shape.
     fn offset(&self, index: &[usize]) -> napi::Result<isize> {
         let view = self.tensor.view();
-        let offset = with_signed_index(index, |index| {
-            layout::element_offset(view.shape(), view.strides(), index)
-        });
-        offset.ok_or_else(|| {
+        layout::element_offset(view.shape(), view.strides(), index).ok_or_else(|| {
             self.tensor.napi_error(Error::range_error(
                 "ERR_DLBRIDGE_INDEX_OUT_OF_BOUNDS",
                 format!(
@@ -447,24 +444,6 @@ impl<'env> Typed<'env> {
                 .offset(offset)
                 .read_unaligned()
         })
-    }
-}
-
-/// At most this many dimensions are indexed without allocating.
-const INLINE_INDEX: usize = 8;
-
-/// Calls `f` with `index` as signed indices (entries beyond `i64::MAX` become -1, out of bounds
-/// for every dimension), on the stack for up to [`INLINE_INDEX`] dimensions.
-fn with_signed_index<R>(index: &[usize], f: impl FnOnce(&[i64]) -> R) -> R {
-    let signed = |&i: &usize| i64::try_from(i).unwrap_or(-1);
-    if index.len() <= INLINE_INDEX {
-        let mut inline = [0i64; INLINE_INDEX];
-        for (slot, i) in inline.iter_mut().zip(index) {
-            *slot = signed(i);
-        }
-        f(&inline[..index.len()])
-    } else {
-        f(&index.iter().map(signed).collect::<Vec<_>>())
     }
 }
 

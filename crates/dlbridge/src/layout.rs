@@ -226,41 +226,26 @@ pub(crate) fn element_span(
     }
 }
 
-/// The offset, in elements, of the element at `index` (one index per dimension) from element 0,
-/// through `strides`; `None` unless `index` and `strides` have one entry per dimension of
-/// `shape` and every index lies in `0..shape[axis]` (or the offset overflows `isize`).
+/// The offset, in elements, of the element at `index` (one index per dimension) from element 0
+/// of a tensor with `shape` and `strides` (in elements); `None` when `index` does not have one
+/// entry per dimension or an entry is out of bounds.
 ///
-/// ```
-/// use dlbridge::layout::element_offset;
-///
-/// // A 2 × 3 tensor viewed with its rows reversed: strides [-3, 1].
-/// assert_eq!(element_offset(&[2, 3], &[-3, 1], &[1, 2]), Some(-1));
-/// assert_eq!(element_offset(&[2, 3], &[3, 1], &[2, 0]), None);
-/// assert_eq!(element_offset(&[2, 3], &[3, 1], &[1]), None);
-/// ```
-pub fn element_offset(shape: &[i64], strides: &[i64], index: &[i64]) -> Option<isize> {
-    offset_of(shape, strides, index.len(), index.iter().copied())
-}
-
-/// [`element_offset`] for an index of `len` entries given by `index`.
-pub(crate) fn offset_of(
-    shape: &[i64],
-    strides: &[i64],
-    len: usize,
-    index: impl Iterator<Item = i64>,
-) -> Option<isize> {
-    if len != shape.len() || strides.len() != shape.len() {
-        return None;
-    }
-    index
-        .zip(shape.iter().zip(strides))
-        .try_fold(0isize, |offset, (i, (&d, &s))| {
-            if !(0..d).contains(&i) {
-                return None;
-            }
-            let step = isize::try_from(i.checked_mul(s)?).ok()?;
-            offset.checked_add(step)
-        })
+/// For a validated tensor the offset of an in-bounds element lies inside its byte span, so the
+/// sum cannot overflow.
+pub fn element_offset(shape: &[i64], strides: &[i64], index: &[usize]) -> Option<isize> {
+    let in_bounds = index.len() == shape.len()
+        && strides.len() == shape.len()
+        && index
+            .iter()
+            .zip(shape)
+            .all(|(&i, &d)| i64::try_from(i).is_ok_and(|i| i < d));
+    in_bounds.then(|| {
+        index
+            .iter()
+            .zip(strides)
+            .map(|(&i, &s)| i as isize * s as isize)
+            .sum()
+    })
 }
 
 /// Checks that `strides` has one entry per dimension.
@@ -278,24 +263,6 @@ pub fn check_strides_len(shape: &[i64], strides: &[i64]) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn element_offset_follows_strides_and_refuses_out_of_bounds_indices() {
-        assert_eq!(element_offset(&[2, 3], &[3, 1], &[1, 2]), Some(5));
-        assert_eq!(element_offset(&[2, 3], &[1, 2], &[1, 2]), Some(5));
-        assert_eq!(element_offset(&[4], &[-2], &[3]), Some(-6));
-        assert_eq!(element_offset(&[], &[], &[]), Some(0));
-        assert_eq!(element_offset(&[2, 3], &[3, 1], &[0, 3]), None);
-        assert_eq!(element_offset(&[2, 3], &[3, 1], &[-1, 0]), None);
-        assert_eq!(element_offset(&[2, 3], &[3, 1], &[0, 0, 0]), None);
-        assert_eq!(element_offset(&[2, 3], &[3], &[0, 0]), None);
-        assert_eq!(element_offset(&[0], &[1], &[0]), None);
-        assert_eq!(
-            element_offset(&[2], &[i64::MAX], &[1]).is_some(),
-            isize::BITS == 64
-        );
-        assert_eq!(element_offset(&[3], &[i64::MAX], &[2]), None);
-    }
 
     #[test]
     fn compact_strides_in_both_orders() {
@@ -352,6 +319,20 @@ mod tests {
         );
         assert!(packed_byte_span(&[i64::MAX], &[1], 12, 0).is_err());
         assert!(packed_byte_span(&[2], &[1], 4, u64::MAX).is_err());
+    }
+
+    #[test]
+    fn element_offset_follows_strides_and_refuses_out_of_bounds_indices() {
+        assert_eq!(element_offset(&[2, 3], &[3, 1], &[1, 2]), Some(5));
+        assert_eq!(element_offset(&[2, 3], &[1, 2], &[1, 2]), Some(5));
+        assert_eq!(element_offset(&[2, 3], &[-3, 1], &[1, 0]), Some(-3));
+        assert_eq!(element_offset(&[4], &[0], &[3]), Some(0));
+        assert_eq!(element_offset(&[], &[], &[]), Some(0));
+        assert_eq!(element_offset(&[2, 3], &[3, 1], &[2, 0]), None);
+        assert_eq!(element_offset(&[2, 3], &[3, 1], &[1]), None);
+        assert_eq!(element_offset(&[2, 3], &[3, 1], &[0, 0, 0]), None);
+        assert_eq!(element_offset(&[2], &[1], &[usize::MAX]), None);
+        assert_eq!(element_offset(&[0], &[1], &[0]), None);
     }
 
     #[test]

@@ -186,17 +186,12 @@ impl<'a> TensorView<'a> {
     pub fn read_at<T: Element>(&self, index: &[usize]) -> Result<T> {
         self.require_dtype::<T>()?;
         self.require_host()?;
-        let Some(offset) = layout::offset_of(
-            self.shape,
-            self.strides,
-            index.len(),
-            index.iter().map(|&i| i64::try_from(i).unwrap_or(-1)),
-        ) else {
-            return Err(Error::UnsupportedLayout(format!(
+        let offset = layout::element_offset(self.shape, self.strides, index).ok_or_else(|| {
+            Error::UnsupportedLayout(format!(
                 "index {index:?} out of bounds for shape {:?}",
                 self.shape
-            )));
-        };
+            ))
+        })?;
         if T::DTYPE == DataType::BOOL {
             let byte = self.bool_byte(index);
             if byte > 1 {
