@@ -51,8 +51,10 @@ function loadNative() {
 const native = loadNative();
 
 // What the addon needs from this environment's engine, taken before user code can replace the
-// globals: its size limits and the intrinsics Node-API lacks (see src/engine.rs).
-native.initEnvironment({
+// globals: its size limits and the intrinsics Node-API lacks (see src/engine.rs). It returns the
+// hot entry points, native functions made without napi-rs's per-call glue
+// (src/entry_points.rs): `fromTypedArray` and the `toTypedArray` method.
+const entryPoints = native.initEnvironment({
   isMainThread,
   maxTypedArrayLength: bufferConstants.MAX_LENGTH,
   maxExternalByteLength: bufferConstants.MAX_LENGTH,
@@ -105,6 +107,12 @@ function tensorToJSON() {
 }
 defineMethod('toJSON', tensorToJSON);
 
+/**
+ * A typed array over the tensor's memory (row-major tensors; one ArrayBuffer per memory block),
+ * or a copy with `{copy: true}` (see index.d.ts).
+ */
+defineMethod('toTypedArray', entryPoints.toTypedArray);
+
 // `using tensor = …` (explicit resource management) closes the tensor at the end of its block,
 // where the runtime has `Symbol.dispose`.
 if (typeof Symbol.dispose === 'symbol') {
@@ -139,7 +147,7 @@ if (typeof Symbol.dispose === 'symbol') {
  *   key (`ERR_DLBRIDGE_UNKNOWN_OPTION`, naming the option meant)
  * @throws {RangeError} shape, strides or offset reaching outside the typed array
  */
-const fromTypedArray = native.fromTypedArray;
+const fromTypedArray = entryPoints.fromTypedArray;
 
 module.exports = {
   /** The DLPack version this build speaks, `[major, minor]`. */

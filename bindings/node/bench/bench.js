@@ -59,11 +59,16 @@ async function settledRssMiB() {
   return process.memoryUsage().rss / (1024 * 1024);
 }
 
-/** Seconds per call of one batch of `call`, in microseconds (results kept in `sink`). */
+/**
+ * Time per call of one batch of `call`, in microseconds of this process's CPU time (user +
+ * system, the collector's threads included), so that other processes sharing the machine do not
+ * count (results kept in `sink`).
+ */
 function batchMicros(call, sink) {
-  const start = process.hrtime.bigint();
+  const start = process.cpuUsage();
   for (let i = 0; i < CALLS_PER_BATCH; i++) sink[i & 63] = call();
-  return Number(process.hrtime.bigint() - start) / CALLS_PER_BATCH / 1000;
+  const used = process.cpuUsage(start);
+  return (used.user + used.system) / CALLS_PER_BATCH;
 }
 
 /** The operations timed per size, on a Float32Array `array` and a Rust tensor `rust`. */
@@ -154,7 +159,7 @@ function report(rows, rss) {
     '',
     `\`scripts/bench-node.sh\` (bindings/node/bench/bench.js) on ${os.arch()} ${os.platform()}, ` +
       `${cpu ? cpu.model.trim() : 'unknown CPU'} (${os.cpus().length} cores), Node ${process.version}. ` +
-      `Medians of ${BATCHES} interleaved batches of ${CALLS_PER_BATCH} calls; float32 tensors of 1 KiB and 1 GiB.`,
+      `Medians of ${BATCHES} interleaved batches of ${CALLS_PER_BATCH} calls, in process CPU time (other processes on the machine do not count); float32 tensors of 1 KiB and 1 GiB.`,
     '',
     '### Per-call time (µs)',
     '',

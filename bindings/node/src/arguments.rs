@@ -4,18 +4,15 @@
 
 use std::ffi::CStr;
 
-use napi::bindgen_prelude::Unknown;
-
 use crate::errors::{Failure, Outcome};
-use crate::node_api::{Handle, JsType, Scope};
+use dlbridge_napi::node_api::{Handle, JsType};
 
 /// The largest integer a JS number holds exactly (`Number.MAX_SAFE_INTEGER`).
 const MAX_SAFE_INTEGER: f64 = 9_007_199_254_740_991.0;
 
 /// A short description of a value for messages: its type, and its value for scalars.
 pub(crate) fn describe(value: Handle<'_>) -> String {
-    // SAFETY: a Handle is a live value of the current call's environment, on its thread.
-    unsafe { dlbridge_napi::describe_value(value.env_raw(), value.raw()) }
+    dlbridge_napi::describe(value)
 }
 
 /// An integer argument (`what` names it in messages).
@@ -93,12 +90,11 @@ impl<'env> Options<'env> {
     /// (a misspelt `readOnly`, `stride`, `offest`) is a `TypeError` naming it and, when one is
     /// close, the option meant. Objects without keys cost one Node-API call.
     pub(crate) fn new(
-        scope: Scope<'env>,
-        value: Option<&Unknown<'env>>,
+        value: Option<Handle<'env>>,
         function: &'static str,
         known: &'static [&'static str],
     ) -> Outcome<Self> {
-        let object = value.map(|v| scope.adopt(v)).filter(|v| !v.is_nullish());
+        let object = value.filter(|v| !v.is_nullish());
         if let Some(object) = object {
             if object.js_type() != JsType::Object {
                 return Err(Failure::type_error(
@@ -173,7 +169,9 @@ impl<'env> Options<'env> {
 
     /// A dtype-name option.
     pub(crate) fn dtype(&self, name: &CStr) -> Outcome<Option<String>> {
-        dtype_name(self.get(name)?, &self.label(name))
+        self.get(name)?
+            .and_then(|v| dtype_name(Some(v), &self.label(name)).transpose())
+            .transpose()
     }
 }
 

@@ -13,14 +13,12 @@
 use std::collections::HashMap;
 use std::sync::Mutex;
 
-use napi::sys;
-
-use crate::node_api::{Handle, Scope};
+use dlbridge_napi::node_api::{Handle, Reference, Scope};
 
 /// A registered external ArrayBuffer.
 struct Block {
     len: usize,
-    buffer: sys::napi_ref,
+    buffer: Reference,
     id: u64,
 }
 
@@ -71,7 +69,7 @@ impl BlockRegistry {
         scope: Scope<'_>,
         base: usize,
         len: usize,
-        buffer: sys::napi_ref,
+        buffer: Reference,
         id: u64,
     ) {
         let mut blocks = self.blocks.lock().unwrap_or_else(|e| e.into_inner());

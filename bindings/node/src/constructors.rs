@@ -12,9 +12,9 @@ use crate::arguments::{describe, dtype_name, integer, integer_list, Options};
 use crate::env_context::EnvContext;
 use crate::errors::{Failure, OrThrow, Outcome};
 use crate::js_memory::{detached, JsMemory};
-use crate::node_api::{Handle, Scope};
-use crate::shared::SharedTensor;
+use crate::live_tensor::LiveTensor;
 use crate::tensor::Tensor;
+use dlbridge_napi::node_api::{Handle, ObjectTag, Scope};
 use dlbridge_napi::typed_arrays::dtype_for;
 
 /// Fails for negative dimensions or too many of them (a `RangeError`, naming the value), before
@@ -52,7 +52,7 @@ impl TypedArrayOptions {
 }
 
 /// The Node-API type tag of an ArrayBuffer found fixed-length and marked untransferable.
-const PINNABLE_TAG: napi::sys::napi_type_tag =
+const PINNABLE_TAG: ObjectTag =
     napi::bindgen_prelude::type_tag_from_ident("dlbridge.node::PinnableArrayBuffer");
 
 /// The `TypeError` for a resizable ArrayBuffer.
@@ -90,13 +90,15 @@ fn tensor_over_typed_array<'env>(
             ),
         )
     })?;
-    if info.buffer.is_detached() {
+    // A detached buffer leaves its typed arrays empty: only an empty one can be over one.
+    if info.length == 0 && info.buffer.is_detached() {
         return Err(detached());
     }
     // An ArrayBuffer that an earlier call already found fixed-length and marked untransferable
     // carries PINNABLE_TAG (neither can change back); others cost two calls into JavaScript.
+    // A typed array's buffer is an object (an ArrayBuffer or a SharedArrayBuffer, never tagged).
     let unchecked_arraybuffer =
-        info.buffer.is_arraybuffer() && !info.buffer.has_type_tag(&PINNABLE_TAG);
+        !info.buffer.object_has_type_tag(&PINNABLE_TAG) && info.buffer.is_arraybuffer();
     if unchecked_arraybuffer && engine.is_resizable(scope, info.buffer)? {
         return Err(resizable());
     }
@@ -113,7 +115,9 @@ fn tensor_over_typed_array<'env>(
             ),
         ));
     }
-    let shape = match shape {
+    // The default shape (1-d) and compact 1-d strides live on the stack.
+    let default_shape: [i64; 1];
+    let shape: &[i64] = match &shape {
         Some(shape) => shape,
         None if info.length % js.per_element != 0 => {
             return Err(Failure::range_error(
@@ -128,23 +132,31 @@ fn tensor_over_typed_array<'env>(
                 ),
             ))
         }
-        None => vec![elements - offset],
+        None => {
+            default_shape = [elements - offset];
+            &default_shape
+        }
     };
-    check_dims(&shape)?;
-    let strides = match strides {
+    check_dims(shape)?;
+    let compact;
+    let strides: &[i64] = match &strides {
         Some(strides) => {
-            layout::check_strides_len(&shape, &strides)?;
+            layout::check_strides_len(shape, strides)?;
             strides
         }
-        None => layout::compact_strides(&shape, Order::C),
+        None if shape.len() == 1 => &[1],
+        None => {
+            compact = layout::compact_strides(shape, Order::C);
+            &compact
+        }
     };
     let byte_offset = offset as usize * itemsize;
-    let span = layout::byte_span(&shape, &strides, itemsize, byte_offset as u64)?;
+    let span = layout::byte_span(shape, strides, itemsize, byte_offset as u64)?;
     if !span.is_empty() && (span.start < 0 || span.end as usize > byte_len) {
         return Err(CoreError::BufferTooSmall {
             len: byte_len,
-            shape,
-            strides,
+            shape: shape.to_vec(),
+            strides: strides.to_vec(),
             start: span.start as i64,
             end: span.end as i64,
         }
@@ -156,13 +168,13 @@ fn tensor_over_typed_array<'env>(
     };
     let data = info.data.wrapping_add(byte_offset);
     // SAFETY: the span lies inside the typed array's bytes (checked above), which the JsMemory
-    // pinned below keeps alive (and un-transferable) for as long as the SharedTensor that holds
+    // pinned below keeps alive (and un-transferable) for as long as the LiveTensor that holds
     // both; the empty owner is fine because that pin is the owner.
     let tensor = unsafe {
         CoreTensor::from_raw_parts(
             data,
-            &shape,
-            Some(&strides),
+            shape,
+            Some(strides),
             dtype,
             Device::CPU,
             flags,
@@ -181,26 +193,22 @@ fn tensor_over_typed_array<'env>(
         info.buffer,
         info.byte_offset + byte_offset,
     )?;
-    Tensor::new(SharedTensor::over_js(tensor, memory)).into_object(scope, engine)
+    Tensor::new(LiveTensor::over_js(tensor, memory)).into_object(scope, engine)
 }
 
-/// A `Tensor` over a typed array's own memory (see index.d.ts).
-#[napi(js_name = "fromTypedArray")]
-pub fn from_typed_array<'env>(
-    env: &'env Env,
-    array: Unknown<'env>,
-    options: Option<Unknown<'env>>,
-) -> napi::Result<Unknown<'env>> {
-    let scope = Scope::new(env);
-    Options::new(
-        scope,
-        options.as_ref(),
+/// `fromTypedArray(array, options)`: a `Tensor` over a typed array's own memory (see
+/// index.d.ts); a native function of [`entry_points`](crate::entry_points).
+pub(crate) fn from_typed_array<'env>(
+    scope: Scope<'env>,
+    array: Handle<'env>,
+    options: Option<Handle<'env>>,
+) -> Outcome<Handle<'env>> {
+    let options = Options::new(
+        options,
         "fromTypedArray",
         &["shape", "strides", "offset", "readonly", "dtype"],
-    )
-    .and_then(|options| tensor_over_typed_array(scope, scope.adopt(&array), &options))
-    .map(Handle::into_unknown)
-    .or_throw(env)
+    )?;
+    tensor_over_typed_array(scope, array, &options)
 }
 
 /// A `Tensor` over the memory of a tensor object that another native addon returned
@@ -210,7 +218,7 @@ pub fn from_typed_array<'env>(
 #[napi(js_name = "fromTensorObject")]
 pub fn from_tensor_object(object: JsTensor<'_>) -> napi::Result<Tensor> {
     let tensor = object.into_tensor()?;
-    Ok(Tensor::new(SharedTensor::native(tensor)))
+    Ok(Tensor::new(LiveTensor::native(tensor)))
 }
 
 /// The dtype argument of `empty`/`arange` (default float32).
@@ -232,7 +240,7 @@ pub fn empty(env: &Env, shape: Unknown<'_>, dtype: Option<Unknown<'_>>) -> napi:
     let made = || -> Outcome<Tensor> {
         let shape = integer_list(scope.adopt(&shape), "empty: shape", true)?;
         let dtype = dtype_argument(scope, dtype.as_ref(), "empty: dtype")?;
-        Ok(Tensor::new(SharedTensor::native(CoreTensor::empty(
+        Ok(Tensor::new(LiveTensor::native(CoreTensor::empty(
             &shape, dtype,
         )?)))
     };
@@ -246,7 +254,7 @@ pub fn arange(env: &Env, n: Unknown<'_>, dtype: Option<Unknown<'_>>) -> napi::Re
     let made = || -> Outcome<Tensor> {
         let n = integer(scope.adopt(&n), "arange: n")?;
         let dtype = dtype_argument(scope, dtype.as_ref(), "arange: dtype")?;
-        Ok(Tensor::new(SharedTensor::native(CoreTensor::arange(
+        Ok(Tensor::new(LiveTensor::native(CoreTensor::arange(
             n, dtype,
         )?)))
     };

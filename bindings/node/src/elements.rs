@@ -7,7 +7,7 @@
 //! `complex64` / `complex128` ↔ `[re, im]`. Integer dtypes also accept a BigInt or a number that
 //! is an integer within the dtype's range.
 
-use dlbridge::{DataType, TensorView};
+use dlbridge::{layout, DataType, TensorView};
 use half::{bf16, f16};
 use napi::bindgen_prelude::{BigInt, Either4, Unknown};
 use napi::Env;
@@ -15,9 +15,9 @@ use napi_derive::napi;
 
 use crate::arguments::{describe, integer_list};
 use crate::errors::{Failure, OrThrow, Outcome};
-use crate::node_api::{Handle, JsType, Scope};
-use crate::shared::SharedTensor;
+use crate::live_tensor::LiveTensor;
 use crate::tensor::Tensor;
+use dlbridge_napi::node_api::{Handle, JsType, Scope};
 
 /// An element as JS sees it: boolean, number, BigInt or `[re, im]`.
 pub(crate) type JsElement = Either4<bool, f64, BigInt, Vec<f64>>;
@@ -73,7 +73,7 @@ impl Kind {
 /// that JS memory is still attached: callers run it after every step that can run JavaScript.
 fn element_address(
     scope: Scope<'_>,
-    shared: &SharedTensor,
+    shared: &LiveTensor,
     index: &[i64],
     function: &str,
 ) -> Outcome<(*mut u8, Kind)> {
@@ -84,20 +84,20 @@ fn element_address(
     view.require_host()?;
     let kind = Kind::of(view.dtype())?;
     let shape = view.shape();
-    if index.len() != shape.len() || index.iter().zip(shape).any(|(&i, &d)| i < 0 || i >= d) {
+    // A negative index is out of bounds, as one beyond the dimension is.
+    let unsigned: Vec<usize> = index
+        .iter()
+        .map(|&i| usize::try_from(i).unwrap_or(usize::MAX))
+        .collect();
+    let Some(offset) = layout::element_offset(shape, view.strides(), &unsigned) else {
         return Err(Failure::range_error(
             "ERR_DLBRIDGE_INDEX_OUT_OF_RANGE",
             format!("{function}: index {index:?} is out of bounds for shape {shape:?}"),
         ));
-    }
+    };
+    // In bounds, so the element lies inside the validated byte span.
     let itemsize = view.dtype().itemsize() as isize;
-    // In bounds, so every product and the sum stay inside the validated byte span.
-    let offset: isize = index
-        .iter()
-        .zip(view.strides())
-        .map(|(&i, &s)| i as isize * s as isize * itemsize)
-        .sum();
-    Ok((view.data_ptr().wrapping_offset(offset), kind))
+    Ok((view.data_ptr().wrapping_offset(offset * itemsize), kind))
 }
 
 /// Reads the element of `kind` at `at` (at `index`, which names it in errors). A bool element

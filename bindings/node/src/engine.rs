@@ -13,13 +13,14 @@
 //!   ([`Tensor::into_object`](crate::tensor::Tensor::into_object)).
 
 use napi::bindgen_prelude::Unknown;
-use napi::{sys, Env};
+use napi::Env;
 use napi_derive::napi;
 
 use crate::arguments::describe;
+use crate::entry_points;
 use crate::env_context::EnvContext;
 use crate::errors::{Failure, OrThrow, Outcome};
-use crate::node_api::{Handle, JsType, Scope};
+use dlbridge_napi::node_api::{Handle, JsType, Reference, Scope};
 
 /// One environment's engine facts (see the module documentation).
 pub(crate) struct Engine {
@@ -30,13 +31,13 @@ pub(crate) struct Engine {
     /// Whether the environment is the main thread's.
     pub is_main_thread: bool,
     /// Strong reference to the `ArrayBuffer.prototype.resizable` getter.
-    resizable_getter: sys::napi_ref,
+    resizable_getter: Reference,
     /// Strong reference to `worker_threads.markAsUntransferable`.
-    mark_untransferable: sys::napi_ref,
+    mark_untransferable: Reference,
     /// Strong reference to the `ArrayBuffer` constructor.
-    array_buffer: sys::napi_ref,
+    array_buffer: Reference,
     /// Strong reference to this addon's `Tensor` class.
-    tensor_class: sys::napi_ref,
+    tensor_class: Reference,
 }
 
 impl Engine {
@@ -176,14 +177,15 @@ fn function<'env>(value: Handle<'env>, what: &str) -> Outcome<Handle<'env>> {
 /// `{isMainThread, maxTypedArrayLength, maxExternalByteLength, resizable, markAsUntransferable,
 /// ArrayBuffer, Tensor}` (`Tensor`: this addon's class, whose instances `fromTypedArray` makes).
 /// Later calls (index.js evaluated again in another realm of the same environment, as Jest
-/// does) keep the first setup.
+/// does) keep the first setup. Returns the hot entry points for index.js to install
+/// ([`entry_points`](crate::entry_points)).
 #[napi(js_name = "initEnvironment")]
-pub fn init_environment(env: &Env, setup: Unknown<'_>) -> napi::Result<()> {
+pub fn init_environment<'env>(env: &'env Env, setup: Unknown<'env>) -> napi::Result<Unknown<'env>> {
     let scope = Scope::new(env);
-    let init = || -> Outcome<()> {
+    let init = || -> Outcome<Handle<'env>> {
         let context = EnvContext::of(scope)?;
         if context.engine().is_some() {
-            return Ok(());
+            return entry_points::functions(scope);
         }
         let setup = scope.adopt(&setup);
         let resizable = function(setup.get_named(c"resizable")?, "resizable")?;
@@ -212,7 +214,7 @@ pub fn init_environment(env: &Env, setup: Unknown<'_>) -> napi::Result<()> {
             // SAFETY: the references were just made here and nothing else holds them.
             unsafe { engine.release(scope) };
         }
-        Ok(())
+        entry_points::functions(scope)
     };
-    init().or_throw(env)
+    init().map(Handle::into_unknown).or_throw(env)
 }

@@ -11,19 +11,16 @@
 
 use std::cell::RefCell;
 use std::ffi::c_void;
-use std::ptr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock, RwLock};
 use std::thread::{self, ThreadId};
-
-use napi::sys;
 
 use crate::block_registry::BlockRegistry;
 use crate::diagnostics::PINNED_JS_BUFFERS;
 use crate::engine::{not_initialised, Engine};
 use crate::errors::{Failure, Outcome};
-use crate::node_api::Scope;
 use crate::release_queue::ReleaseQueue;
+use dlbridge_napi::node_api::{RawEnv, Reference, Scope};
 
 /// What dlbridge keeps per Node-API environment.
 pub(crate) struct EnvContext {
@@ -40,6 +37,7 @@ pub(crate) struct EnvContext {
     /// The external ArrayBuffers alive in this environment.
     pub(crate) blocks: BlockRegistry,
     /// Test switch: behave as a runtime that forbids external buffers.
+    #[cfg(feature = "test-hooks")]
     forbid_external_buffers: AtomicBool,
 }
 
@@ -62,9 +60,8 @@ impl EnvContext {
         if let Some(context) = cached {
             return Ok(context);
         }
-        let mut data = ptr::null_mut();
-        // SAFETY: live env; dlbridge is the only user of its instance-data slot.
-        unsafe { sys::napi_get_instance_data(scope.raw(), &mut data) };
+        // dlbridge is the only user of its instance-data slot.
+        let data = scope.instance_data()?;
         let context = if data.is_null() {
             Self::create(scope)?
         } else {
@@ -87,33 +84,31 @@ impl EnvContext {
             engine: OnceLock::new(),
             releases: ReleaseQueue::new(scope)?,
             blocks: BlockRegistry::default(),
+            #[cfg(feature = "test-hooks")]
             forbid_external_buffers: AtomicBool::new(false),
         });
         let data = Arc::into_raw(context.clone()) as *mut c_void;
-        // SAFETY: live env; `data` is an Arc that `on_teardown` takes back.
-        let status = unsafe {
-            sys::napi_set_instance_data(scope.raw(), data, Some(on_teardown), ptr::null_mut())
-        };
-        if status != sys::Status::napi_ok {
+        // SAFETY: `data` is an Arc that `on_teardown` takes back.
+        if let Err(err) = unsafe { scope.set_instance_data(data, on_teardown) } {
             // SAFETY: Node did not take the Arc.
             drop(unsafe { Arc::from_raw(data as *const EnvContext) });
             return Err(Failure::plain(
                 "ERR_DLBRIDGE_NODE_API",
-                format!("cannot attach dlbridge's environment state (Node-API status {status})"),
+                format!(
+                    "cannot attach dlbridge's environment state: {}",
+                    err.message()
+                ),
             ));
         }
         let hook_data = Arc::into_raw(context.clone()) as *mut c_void;
-        // SAFETY: live env; `hook_data` is an Arc that `on_environment_exit` takes back, which
-        // Node calls once, at the environment's cleanup.
-        let status = unsafe {
-            sys::napi_add_env_cleanup_hook(scope.raw(), Some(on_environment_exit), hook_data)
-        };
-        if status != sys::Status::napi_ok {
+        // SAFETY: `hook_data` is an Arc that `on_environment_exit` takes back, which Node calls
+        // once, at the environment's cleanup.
+        if let Err(err) = unsafe { scope.add_cleanup_hook(on_environment_exit, hook_data) } {
             // SAFETY: Node did not take the Arc.
             drop(unsafe { Arc::from_raw(hook_data as *const EnvContext) });
             return Err(Failure::plain(
                 "ERR_DLBRIDGE_NODE_API",
-                format!("cannot watch the environment's exit (Node-API status {status})"),
+                format!("cannot watch the environment's exit: {}", err.message()),
             ));
         }
         Ok(context)
@@ -130,8 +125,8 @@ impl EnvContext {
     }
 
     /// The environment (for calls on its thread while alive).
-    pub(crate) fn raw_env(&self) -> sys::napi_env {
-        self.env as sys::napi_env
+    pub(crate) fn raw_env(&self) -> RawEnv {
+        self.env as RawEnv
     }
 
     /// Whether the environment has not torn down yet.
@@ -178,23 +173,33 @@ impl EnvContext {
     /// Deletes a strong `reference` to a pinned JS buffer (created in this environment): at once
     /// on its thread, through the release queue from elsewhere. After teardown (or when the
     /// queue is already closing) the heap it pointed into is gone with the environment.
-    pub(crate) fn release(&self, reference: sys::napi_ref) {
+    pub(crate) fn release(&self, reference: Reference) {
         if !self.is_alive() {
             PINNED_JS_BUFFERS.decrement();
         } else if thread::current().id() == self.thread {
             // SAFETY: on the environment's thread, which only runs dlbridge code from inside
             // Node-API callbacks of that environment, while it is alive (checked above).
-            unsafe { Scope::from_raw(self.env as sys::napi_env).delete_reference(reference) };
+            unsafe { Scope::from_raw(self.raw_env()).delete_reference(reference) };
             PINNED_JS_BUFFERS.decrement();
         } else if !self.releases.post(reference) {
             PINNED_JS_BUFFERS.decrement();
         }
     }
 
-    /// Whether external ArrayBuffers are refused here (always false on stock Node; the switch
-    /// exists so tests can exercise the copy fallback of runtimes like Electron).
+    /// Whether external ArrayBuffers are refused here by the test switch, which exists only in
+    /// test builds (feature `test-hooks`), so that tests can exercise the copy fallback of
+    /// runtimes like Electron on stock Node.
+    #[cfg(feature = "test-hooks")]
     pub(crate) fn forbids_external_buffers(&self) -> bool {
         self.forbid_external_buffers.load(Ordering::Relaxed)
+    }
+
+    /// Whether external ArrayBuffers are refused here by the test switch: never, outside test
+    /// builds (a constant the compiler folds away).
+    #[cfg(not(feature = "test-hooks"))]
+    #[inline(always)]
+    pub(crate) fn forbids_external_buffers(&self) -> bool {
+        false
     }
 
     /// Sets the test switch.
@@ -206,7 +211,7 @@ impl EnvContext {
 }
 
 /// The environment tears down: mark the context dead and drop its slot's Arc.
-unsafe extern "C" fn on_teardown(env: sys::napi_env, data: *mut c_void, _hint: *mut c_void) {
+unsafe extern "C" fn on_teardown(env: RawEnv, data: *mut c_void, _hint: *mut c_void) {
     // SAFETY: the Arc leaked by `create`, given back once by Node.
     let context = unsafe { Arc::from_raw(data as *const EnvContext) };
     // SAFETY: Node calls instance-data finalizers with the live env on its thread.

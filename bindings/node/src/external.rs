@@ -14,16 +14,14 @@ use std::ffi::c_void;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use dlbridge::layout::{self, Order};
-use dlbridge::{copy, Device, Flags, TensorView};
-use napi::sys;
+use dlbridge::TensorView;
+use dlbridge_napi::node_api::{copy_to_arraybuffer, External, Handle, RawEnv, Scope};
 
 use crate::block_registry::Lookup;
 use crate::diagnostics::EXTERNAL_BUFFERS;
 use crate::env_context::EnvContext;
 use crate::errors::{Failure, Outcome};
-use crate::node_api::{External, Handle, Scope};
-use crate::shared::SharedTensor;
+use crate::live_tensor::LiveTensor;
 
 /// A buffer for typed-array views of a tensor.
 pub(crate) struct ViewBuffer<'env> {
@@ -38,7 +36,7 @@ pub(crate) struct ViewBuffer<'env> {
 /// What an external ArrayBuffer's finalizer needs: the tensor it keeps alive and its entry.
 struct ExternalBlock {
     /// Held, not read: the tensor's memory must outlive the buffer.
-    _tensor: Arc<SharedTensor>,
+    _tensor: Arc<LiveTensor>,
     context: Arc<EnvContext>,
     base: usize,
     id: u64,
@@ -52,7 +50,7 @@ static NEXT_BLOCK_ID: AtomicU64 = AtomicU64::new(1);
 pub(crate) fn view_buffer<'env>(
     scope: Scope<'env>,
     context: &Arc<EnvContext>,
-    tensor: &Arc<SharedTensor>,
+    tensor: &Arc<LiveTensor>,
     alignment: usize,
 ) -> Outcome<ViewBuffer<'env>> {
     if let Some(memory) = tensor.js_memory() {
@@ -106,7 +104,7 @@ pub(crate) fn view_buffer<'env>(
 fn create_external<'env>(
     scope: Scope<'env>,
     context: &Arc<EnvContext>,
-    tensor: &Arc<SharedTensor>,
+    tensor: &Arc<LiveTensor>,
     base: usize,
     len: usize,
 ) -> Outcome<Option<Handle<'env>>> {
@@ -130,7 +128,7 @@ fn create_external<'env>(
         scope.create_external_arraybuffer(
             base as *mut u8,
             len,
-            Some(finalize_external),
+            finalize_external,
             hint as *mut c_void,
         )
     };
@@ -161,7 +159,7 @@ fn create_external<'env>(
 
 /// Finalizer of external ArrayBuffers: unregister, then let go of the tensor (whose producer
 /// releases the memory if this was the last holder).
-unsafe extern "C" fn finalize_external(env: sys::napi_env, _data: *mut c_void, hint: *mut c_void) {
+unsafe extern "C" fn finalize_external(env: RawEnv, _data: *mut c_void, hint: *mut c_void) {
     // SAFETY: `hint` is the `ExternalBlock` boxed by `create_external`, handed back once.
     let block = unsafe { Box::from_raw(hint as *mut ExternalBlock) };
     // SAFETY: Node runs ArrayBuffer finalizers on the environment's thread with its live env.
@@ -176,40 +174,10 @@ fn copy_view<'env>(
     context: &EnvContext,
     view: &TensorView<'_>,
 ) -> Outcome<ViewBuffer<'env>> {
+    let engine = context.require_engine()?;
     Ok(ViewBuffer {
-        buffer: copy_to_arraybuffer(scope, context, view)?,
+        buffer: copy_to_arraybuffer(view, |len| engine.allocate_arraybuffer(scope, len))?,
         offset: 0,
         copied: true,
     })
-}
-
-/// A new ArrayBuffer holding `view`'s elements in C order.
-pub(crate) fn copy_to_arraybuffer<'env>(
-    scope: Scope<'env>,
-    context: &EnvContext,
-    view: &TensorView<'_>,
-) -> Outcome<Handle<'env>> {
-    view.require_host()?;
-    let (buffer, data) = context
-        .require_engine()?
-        .allocate_arraybuffer(scope, view.nbytes())?;
-    if view.size() == 0 {
-        return Ok(buffer);
-    }
-    let strides = layout::compact_strides(view.shape(), Order::C);
-    // SAFETY: the new buffer holds `nbytes` writable bytes, exactly the compact C layout of
-    // `view`'s shape and dtype (sub-byte padding carried over); JS cannot touch it during the
-    // copy.
-    let destination = unsafe {
-        TensorView::from_raw_parts(
-            data,
-            view.shape(),
-            &strides,
-            view.dtype(),
-            Device::CPU,
-            view.flags() & Flags::IS_SUBBYTE_TYPE_PADDED,
-        )
-    };
-    copy::copy_into(view, &destination)?;
-    Ok(buffer)
 }

@@ -5,17 +5,16 @@
 use std::sync::Arc;
 
 use dlbridge::{copy, Flags, Order, Tensor, TensorView};
-use napi::sys;
 
 use crate::diagnostics;
 use crate::env_context::EnvContext;
 use crate::errors::{Failure, Outcome};
-use crate::node_api::{Handle, Scope};
+use dlbridge_napi::node_api::{Handle, Reference, Scope};
 
 /// A pinned ArrayBuffer (or SharedArrayBuffer) of one environment.
 pub(crate) struct JsMemory {
     context: Arc<EnvContext>,
-    buffer: sys::napi_ref,
+    buffer: Reference,
     /// Byte offset of the tensor's element 0 in the buffer.
     byte_offset: usize,
 }
@@ -97,6 +96,15 @@ impl JsMemory {
             .while_alive(|| copy::to_contiguous(view, Order::C))
             .ok_or_else(memory_gone)??;
         Ok(copied.with_flags(view.flags() & Flags::READ_ONLY))
+    }
+
+    /// Fails if the buffer's environment (a worker) has exited; the buffer itself is not looked
+    /// at (see [`check_alive`](Self::check_alive)).
+    pub(crate) fn check_environment(&self) -> Outcome<()> {
+        match self.context.is_alive() {
+            true => Ok(()),
+            false => Err(memory_gone()),
+        }
     }
 
     /// Fails if the memory is gone (detached buffer, exited worker); see [`JsMemory::buffer`].

@@ -3,17 +3,19 @@
 //!
 //! - [`constructors`]: `fromTypedArray` (zero-copy over a typed array's memory, which stays
 //!   pinned while any holder lives), `empty` and `arange` (Rust-owned memory).
-//! - [`tensor`]: the `Tensor` class; `toTypedArray` hands out views over one ArrayBuffer per
-//!   memory block ([`external`], [`block_registry`]); `close` lets go of a tensor at once.
+//! - [`tensor`]: the `Tensor` class, a handle on a [`live_tensor`]; `toTypedArray` hands out
+//!   views over one ArrayBuffer per memory block ([`external`], [`block_registry`]); `close`
+//!   lets go of a tensor at once.
 //! - [`elements`]: `get` / `set`, one element read or written in place through the strides.
 //! - [`pointer_io`]: DLPack managed-tensor pointers as BigInts, for other native addons.
 //! - [`shared_memory`]: `emptyShared`, `toShared`, `fromShared`: tensors in POSIX shared-memory
 //!   segments, for runtimes that cannot share a process.
 //! - [`env_context`], [`js_memory`], [`release_queue`]: per-environment state (main thread and
 //!   workers), JS buffers pinned from any thread and released on their own; [`engine`]: the
-//!   engine's limits and intrinsics, handed over by index.js (`initEnvironment`).
+//!   engine's limits and intrinsics, handed over by index.js (`initEnvironment`), which gets
+//!   the hot [`entry_points`] back.
 //! - [`errors`]: the one mapping to JS error classes; [`arguments`]: argument checks;
-//!   [`node_api`]: the raw Node-API calls.
+//!   the raw Node-API calls go through `dlbridge_napi::node_api`.
 //! - [`diagnostics`]: `diagnostics()`, the native side's counts of live and released resources.
 //! - `test_hooks` (feature `test-hooks`, test builds only): `_testHooks`, switches for the suite.
 
@@ -29,14 +31,14 @@ mod constructors;
 mod diagnostics;
 mod elements;
 mod engine;
+mod entry_points;
 mod env_context;
 mod errors;
 mod external;
 mod js_memory;
-mod node_api;
+mod live_tensor;
 mod pointer_io;
 mod release_queue;
-mod shared;
 mod shared_memory;
 mod tensor;
 #[cfg(feature = "test-hooks")]

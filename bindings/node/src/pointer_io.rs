@@ -20,13 +20,13 @@ use crate::arguments::{describe, Options};
 use crate::diagnostics::PENDING_EXPORTS;
 use crate::errors::{Failure, OrThrow, Outcome};
 use crate::js_memory::detached;
-use crate::node_api::{Handle, JsType, Scope};
-use crate::shared::SharedTensor;
+use crate::live_tensor::LiveTensor;
 use crate::tensor::Tensor;
+use dlbridge_napi::node_api::{Handle, JsType, Scope};
 
 /// An export of ours that no consumer has deleted yet.
 struct LiveExport {
-    tensor: Weak<SharedTensor>,
+    tensor: Weak<LiveTensor>,
     legacy: bool,
 }
 
@@ -40,13 +40,13 @@ fn live_exports() -> std::sync::MutexGuard<'static, HashMap<usize, LiveExport>> 
 /// What an exported managed tensor keeps alive; dropping it (the consumer's deleter call)
 /// forgets the export.
 struct ExportedTensor {
-    tensor: Arc<SharedTensor>,
+    tensor: Arc<LiveTensor>,
     /// The managed tensor's address, known once exported.
     address: Arc<AtomicUsize>,
 }
 
 impl ExportedTensor {
-    fn new(tensor: Arc<SharedTensor>) -> (ExportedTensor, Arc<AtomicUsize>) {
+    fn new(tensor: Arc<LiveTensor>) -> (ExportedTensor, Arc<AtomicUsize>) {
         PENDING_EXPORTS.increment();
         let address = Arc::new(AtomicUsize::new(0));
         (
@@ -97,7 +97,7 @@ impl ExportOptions {
 /// remembered as ours until its deleter runs.
 pub(crate) fn export(
     scope: Scope<'_>,
-    tensor: &Arc<SharedTensor>,
+    tensor: &Arc<LiveTensor>,
     options: &ExportOptions,
 ) -> Outcome<u64> {
     let (address, legacy, address_slot) = export_unremembered(scope, tensor, options)?;
@@ -117,7 +117,7 @@ pub(crate) fn export(
 /// once remembered.
 pub(crate) fn export_unremembered(
     scope: Scope<'_>,
-    tensor: &Arc<SharedTensor>,
+    tensor: &Arc<LiveTensor>,
     options: &ExportOptions,
 ) -> Outcome<(usize, bool, Arc<AtomicUsize>)> {
     let ExportOptions {
@@ -147,7 +147,7 @@ pub(crate) fn export_unremembered(
 
 /// A versioned export of `tensor` for the duration of another addon's call (the tensor-object
 /// protocol): anonymous, as the consumer's deleter runs before the call returns.
-pub(crate) fn export_for_call(tensor: &Arc<SharedTensor>) -> NonNull<DLManagedTensorVersioned> {
+pub(crate) fn export_for_call(tensor: &Arc<LiveTensor>) -> NonNull<DLManagedTensorVersioned> {
     let (exported, _) = ExportedTensor::new(tensor.clone());
     export::to_versioned(exported, Flags::empty())
 }
@@ -179,7 +179,7 @@ unsafe fn take(
     address: usize,
     legacy: bool,
     flags: Flags,
-) -> Outcome<Arc<SharedTensor>> {
+) -> Outcome<Arc<LiveTensor>> {
     let own = live_exports()
         .get(&address)
         .map(|e| (e.tensor.upgrade(), e.legacy));
@@ -200,7 +200,7 @@ unsafe fn take(
             // copy replaces the export, which is consumed (its deleter drops it).
             // SAFETY: a live export of ours, now owned by us (caller's contract).
             drop(unsafe { import_managed(address, legacy, flags) }?);
-            return Ok(SharedTensor::native(copied?.with_flags(flags)));
+            return Ok(LiveTensor::native(copied?.with_flags(flags)));
         }
         if let Some(tensor) = tensor.filter(|t| (t.view().flags() & flags) == flags) {
             // Our own export: consume it (its deleter drops the export) and hand back the tensor.
@@ -212,7 +212,7 @@ unsafe fn take(
     // SAFETY: the caller's contract.
     let managed = unsafe { import_managed(address, legacy, flags) }?;
     // A versioned tensor carries its own flags: `readonly: true` can only add READ_ONLY.
-    Ok(SharedTensor::native(
+    Ok(LiveTensor::native(
         CoreTensor::from_managed(managed).with_flags(flags),
     ))
 }
@@ -249,8 +249,7 @@ pub fn import_pointer(
     let imported = || -> Outcome<Tensor> {
         let address = address(scope.adopt(&address_value), "importPointer: address")?;
         let options = Options::new(
-            scope,
-            options.as_ref(),
+            options.as_ref().map(|v| scope.adopt(v)),
             "importPointer",
             &["legacy", "readonly"],
         )?;
@@ -280,7 +279,11 @@ pub fn release_pointer(
     let scope = Scope::new(env);
     let released = || -> Outcome<()> {
         let address = address(scope.adopt(&address_value), "releasePointer: address")?;
-        let options = Options::new(scope, options.as_ref(), "releasePointer", &["legacy"])?;
+        let options = Options::new(
+            options.as_ref().map(|v| scope.adopt(v)),
+            "releasePointer",
+            &["legacy"],
+        )?;
         let legacy = options.bool(c"legacy")?.unwrap_or(false);
         // SAFETY: the documented contract: a live managed tensor whose ownership we take. The
         // import runs the deleter on drop, and also when validation fails (so that is ignored).

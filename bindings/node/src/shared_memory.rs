@@ -10,9 +10,9 @@ use napi_derive::napi;
 use crate::arguments::{describe, integer_list, Options};
 use crate::constructors::dtype_argument;
 use crate::errors::{shm_open_failure, Failure, OrThrow, Outcome};
-use crate::node_api::{Handle, JsType, Scope};
-use crate::shared::SharedTensor;
+use crate::live_tensor::LiveTensor;
 use crate::tensor::Tensor;
+use dlbridge_napi::node_api::{Handle, JsType, Scope};
 
 /// What `emptyShared` returns: the segment's handle and this side's tensor over it.
 #[napi(object, object_from_js = false)]
@@ -70,7 +70,7 @@ pub fn empty_shared(
         let tensor = segment.to_tensor();
         Ok(SharedAllocation {
             handle,
-            tensor: Tensor::new(SharedTensor::native(tensor)),
+            tensor: Tensor::new(LiveTensor::native(tensor)),
         })
     };
     made().or_throw(env)
@@ -103,13 +103,17 @@ pub fn from_shared(
     let scope = Scope::new(env);
     let opened = || -> Outcome<Tensor> {
         let handle = handle_argument(scope.adopt(&handle), "fromShared: handle")?;
-        let options = Options::new(scope, options.as_ref(), "fromShared", &["writable"])?;
+        let options = Options::new(
+            options.as_ref().map(|v| scope.adopt(v)),
+            "fromShared",
+            &["writable"],
+        )?;
         let access = match options.bool(c"writable")?.unwrap_or(false) {
             true => Access::ReadWrite,
             false => Access::ReadOnly,
         };
         let tensor = shm::open(&handle, access).map_err(|e| shm_open_failure(&handle, e))?;
-        Ok(Tensor::new(SharedTensor::native(tensor)))
+        Ok(Tensor::new(LiveTensor::native(tensor)))
     };
     opened().or_throw(env)
 }

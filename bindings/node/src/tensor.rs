@@ -1,4 +1,4 @@
-//! The JS `Tensor` class: a handle on a [`SharedTensor`], its metadata as properties,
+//! The JS `Tensor` class: a handle on a [`LiveTensor`], its metadata as properties,
 //! `toTypedArray` / `exportPointer`, and `close`, which lets go of the handle at once.
 
 use std::cell::{Cell, OnceCell, RefCell};
@@ -7,19 +7,19 @@ use std::sync::Arc;
 
 use dlbridge::ffi::DLManagedTensorVersioned;
 use dlbridge::{Flags, Order};
+use dlbridge_napi::node_api::{copy_to_arraybuffer, Handle, RawEnv, Reference, Scope};
 use dlbridge_napi::TensorHandle;
 use napi::bindgen_prelude::{BigInt, TypeTag, Unknown};
-use napi::{sys, Env};
+use napi::Env;
 use napi_derive::napi;
 
 use crate::arguments::Options;
 use crate::engine::Engine;
 use crate::env_context::EnvContext;
 use crate::errors::{Failure, OrThrow, Outcome};
-use crate::external::{copy_to_arraybuffer, view_buffer};
-use crate::node_api::{Handle, Scope};
+use crate::external::view_buffer;
+use crate::live_tensor::LiveTensor;
 use crate::pointer_io;
-use crate::shared::SharedTensor;
 use dlbridge_napi::typed_arrays::{js_layout, JsLayout};
 
 /// A DLPack tensor: metadata plus memory kept alive for as long as anyone (JS, Rust, another
@@ -36,7 +36,7 @@ pub struct Tensor {
     /// The tensor-object protocol header; must stay the first field.
     handle: TensorHandle,
     /// The tensor; `None` once closed.
-    shared: RefCell<Option<Arc<SharedTensor>>>,
+    shared: RefCell<Option<Arc<LiveTensor>>>,
     /// Whether this object's typed arrays are copies (external buffers refused).
     views_copied: Cell<bool>,
     /// Byte offset of element 0 in this object's view buffer, once made.
@@ -49,7 +49,7 @@ pub struct Tensor {
 /// that object (as long as it lives) and deleted when it is collected.
 struct ViewBufferRef {
     context: Arc<EnvContext>,
-    reference: sys::napi_ref,
+    reference: Reference,
 }
 
 impl Drop for ViewBufferRef {
@@ -76,7 +76,7 @@ pub struct DeviceInfo {
 
 impl Tensor {
     /// A JS handle on `shared`.
-    pub(crate) fn new(shared: Arc<SharedTensor>) -> Tensor {
+    pub(crate) fn new(shared: Arc<LiveTensor>) -> Tensor {
         Tensor {
             handle: TensorHandle::new(export_for_addon),
             shared: RefCell::new(Some(shared)),
@@ -104,25 +104,12 @@ impl Tensor {
         napi::__private::___CALL_FROM_FACTORY.with(|factory| factory.set(false));
         let object = object?;
         let native = Box::into_raw(Box::new(self));
-        // SAFETY: live env, a fresh object of this call that nothing wrapped yet; from here on
+        // SAFETY: a fresh object of this call that nothing wrapped yet; from here on
         // `finalize_tensor` owns `native`.
-        let status = unsafe {
-            sys::napi_wrap(
-                scope.raw(),
-                object.raw(),
-                native.cast(),
-                Some(finalize_tensor),
-                std::ptr::null_mut(),
-                std::ptr::null_mut(),
-            )
-        };
-        if status != sys::Status::napi_ok {
+        if let Err(err) = unsafe { object.wrap(native.cast(), finalize_tensor) } {
             // SAFETY: not wrapped, so still ours.
             drop(unsafe { Box::from_raw(native) });
-            return Err(Failure::plain(
-                "ERR_DLBRIDGE_NODE_API",
-                format!("cannot wrap a Tensor (Node-API status {status})"),
-            ));
+            return Err(err);
         }
         if !object.add_type_tag(&<Tensor as TypeTag>::type_tag()) {
             return Err(Failure::plain(
@@ -135,7 +122,7 @@ impl Tensor {
 
     /// The shared tensor; `ERR_DLBRIDGE_CLOSED` once `close` ran. Callers take it after
     /// running any JavaScript (option getters), which may close the tensor.
-    pub(crate) fn shared(&self) -> Outcome<Arc<SharedTensor>> {
+    pub(crate) fn shared(&self) -> Outcome<Arc<LiveTensor>> {
         self.shared
             .try_borrow()
             .ok()
@@ -149,15 +136,19 @@ impl Tensor {
     }
 
     /// [`shared`](Self::shared) for an entry point.
-    fn live(&self, env: &Env) -> napi::Result<Arc<SharedTensor>> {
+    fn live(&self, env: &Env) -> napi::Result<Arc<LiveTensor>> {
         self.shared().or_throw(env)
     }
 
-    fn typed_array<'env>(
+    /// `tensor.toTypedArray(options)`: a typed array over the tensor's memory (row-major
+    /// tensors), or a copy with `copy: true`; a native function of
+    /// [`entry_points`](crate::entry_points).
+    pub(crate) fn to_typed_array<'env>(
         &self,
         scope: Scope<'env>,
-        options: Options<'env>,
+        options: Option<Handle<'env>>,
     ) -> Outcome<Handle<'env>> {
+        let options = Options::new(options, "toTypedArray", &["copy", "unsafeIgnoreReadOnly"])?;
         let copy = options.bool(c"copy")?.unwrap_or(false);
         let ignore_read_only = options.bool(c"unsafeIgnoreReadOnly")?.unwrap_or(false);
         // No JavaScript runs from here on.
@@ -171,11 +162,21 @@ impl Tensor {
         let layout = js_layout(view.dtype(), padded)?;
         let length = view.size() * layout.per_element;
         engine.check_typed_array_length(length, "toTypedArray")?;
+        // The view buffer this object already made is looked up (and found detached) in one
+        // step; where the tensor is over JS memory of this environment, that buffer is the pinned
+        // one, so the pin only needs its environment checked.
+        let cached = match copy {
+            true => None,
+            false => self.cached_view_buffer(scope)?,
+        };
         if let Some(memory) = shared.js_memory() {
-            memory.check_alive(scope)?;
+            match cached {
+                Some(_) => memory.check_environment()?,
+                None => memory.check_alive(scope)?,
+            }
         }
         if copy {
-            let buffer = copy_to_arraybuffer(scope, &context, &view)?;
+            let buffer = copy_to_arraybuffer(&view, |len| engine.allocate_arraybuffer(scope, len))?;
             return scope.create_typed_array(layout.kind, length, buffer, 0);
         }
         if view.is_read_only() && !ignore_read_only {
@@ -201,39 +202,50 @@ impl Tensor {
             let (buffer, _) = scope.create_arraybuffer(0)?;
             return scope.create_typed_array(layout.kind, 0, buffer, 0);
         }
-        let (buffer, offset) = self.cached_view_buffer(scope, &context, &shared, layout)?;
+        let (buffer, offset) = match cached {
+            Some(cached) => cached,
+            None => self.new_view_buffer(scope, &context, &shared, layout)?,
+        };
         scope.create_typed_array(layout.kind, length, buffer, offset)
     }
 
-    /// The buffer this object's views share: made once and held by a strong reference of the
-    /// object, so every view of one `Tensor` is over the same ArrayBuffer, which lives as long as
-    /// the object or any view. The reference is invisible to JavaScript: no property lookup.
+    /// The buffer this object's views share, once made ([`new_view_buffer`](Self::new_view_buffer)),
+    /// with the byte offset of element 0 in it; `ERR_DLBRIDGE_DETACHED` if it was detached since.
     fn cached_view_buffer<'env>(
         &self,
         scope: Scope<'env>,
+    ) -> Outcome<Option<(Handle<'env>, usize)>> {
+        let Some(cached) = self.view_buffer.get() else {
+            return Ok(None);
+        };
+        // SAFETY: a strong reference made in `new_view_buffer` in this object's environment,
+        // which is the caller's (a JS object never leaves its environment); deleted only when
+        // the object is collected.
+        let buffer = unsafe { scope.reference_value(cached.reference) }
+            .ok_or_else(|| Failure::plain("ERR_DLBRIDGE_NODE_API", "the view buffer is gone"))?;
+        if buffer.is_detached() {
+            return Err(crate::js_memory::detached());
+        }
+        Ok(Some((buffer, self.view_offset.get())))
+    }
+
+    /// Makes the buffer this object's views share: made once and held by a strong reference of
+    /// the object, so every view of one `Tensor` is over the same ArrayBuffer, which lives as long
+    /// as the object or any view. The reference is invisible to JavaScript: no property lookup.
+    fn new_view_buffer<'env>(
+        &self,
+        scope: Scope<'env>,
         context: &Arc<EnvContext>,
-        shared: &Arc<SharedTensor>,
+        shared: &Arc<LiveTensor>,
         layout: JsLayout,
     ) -> Outcome<(Handle<'env>, usize)> {
-        if let Some(cached) = self.view_buffer.get() {
-            // SAFETY: a strong reference made below in this object's environment, which is the
-            // caller's (a JS object never leaves its environment); deleted only when the object
-            // is collected.
-            let buffer = unsafe { scope.reference_value(cached.reference) }.ok_or_else(|| {
-                Failure::plain("ERR_DLBRIDGE_NODE_API", "the view buffer is gone")
-            })?;
-            if buffer.is_detached() {
-                return Err(crate::js_memory::detached());
-            }
-            return Ok((buffer, self.view_offset.get()));
-        }
         let made = view_buffer(scope, context, shared, layout.kind.element_size())?;
         let reference = scope.create_reference(made.buffer, 1)?;
         let held = ViewBufferRef {
             context: context.clone(),
             reference,
         };
-        // No JavaScript of the caller's ran since the check above, so the cell is still empty.
+        // No JavaScript of the caller's ran since `cached_view_buffer` found the cell empty.
         drop(self.view_buffer.set(held));
         self.views_copied.set(made.copied);
         self.view_offset.set(made.offset);
@@ -242,7 +254,7 @@ impl Tensor {
 }
 
 /// The finalizer of a `Tensor` object made by [`Tensor::into_object`].
-unsafe extern "C" fn finalize_tensor(_env: sys::napi_env, data: *mut c_void, _hint: *mut c_void) {
+unsafe extern "C" fn finalize_tensor(_env: RawEnv, data: *mut c_void, _hint: *mut c_void) {
     // SAFETY: `data` is the `Box<Tensor>` that `into_object` wrapped; Node calls this once, when
     // the object is collected (or its environment torn down), and nothing uses it after.
     drop(unsafe { Box::from_raw(data.cast::<Tensor>()) });
@@ -353,25 +365,6 @@ impl Tensor {
         Ok(BigInt::from(self.live(env)?.view().data_ptr() as u64))
     }
 
-    /// A typed array over the tensor's memory (row-major tensors), or a copy with `copy: true`.
-    #[napi]
-    pub fn to_typed_array<'env>(
-        &self,
-        env: &'env Env,
-        options: Option<Unknown<'env>>,
-    ) -> napi::Result<Unknown<'env>> {
-        let scope = Scope::new(env);
-        Options::new(
-            scope,
-            options.as_ref(),
-            "toTypedArray",
-            &["copy", "unsafeIgnoreReadOnly"],
-        )
-        .and_then(|options| self.typed_array(scope, options))
-        .map(Handle::into_unknown)
-        .or_throw(env)
-    }
-
     /// Whether `close` has run (the one property a closed tensor still answers).
     #[napi(getter)]
     pub fn closed(&self) -> bool {
@@ -397,8 +390,7 @@ impl Tensor {
     pub fn export_pointer(&self, env: &Env, options: Option<Unknown<'_>>) -> napi::Result<BigInt> {
         let scope = Scope::new(env);
         Options::new(
-            scope,
-            options.as_ref(),
+            options.as_ref().map(|v| scope.adopt(v)),
             "exportPointer",
             &["legacy", "unsafeIgnoreReadOnly"],
         )

@@ -8,9 +8,9 @@ use napi_derive::napi;
 use crate::arguments::Options;
 use crate::env_context::EnvContext;
 use crate::errors::OrThrow;
-use crate::node_api::Scope;
 use crate::pointer_io;
 use crate::tensor::Tensor;
+use dlbridge_napi::node_api::Scope;
 
 /// Makes this environment refuse external ArrayBuffers, as Electron's memory cage does, so
 /// that the copy fallback (`copied === true`) can be tested on stock Node.
@@ -32,8 +32,7 @@ pub fn export_anonymous(
 ) -> napi::Result<BigInt> {
     let scope = Scope::new(env);
     Options::new(
-        scope,
-        options.as_ref(),
+        options.as_ref().map(|v| scope.adopt(v)),
         "exportAnonymous",
         &["legacy", "unsafeIgnoreReadOnly"],
     )

@@ -20,6 +20,25 @@ test('fromTypedArray wants a typed array', () => {
   }
 });
 
+test('toTypedArray works on dlbridge Tensors only, whatever the receiver', () => {
+  const { toTypedArray } = Tensor.prototype;
+  const lookalike = Object.create(Tensor.prototype);
+  for (const [receiver, described] of [
+    [lookalike, /got an object/],
+    [{}, /got an object/],
+    [new Float32Array(4), /got a typed array/],
+    [[1, 2], /got an array/],
+    // A primitive receiver becomes its wrapper object, a missing one the global object.
+    [5, /got an object/],
+    [undefined, /got an object/],
+    [null, /got an object/],
+  ]) {
+    assertThrowsCode(() => toTypedArray.call(receiver), TypeError, 'ERR_DLBRIDGE_INVALID_ARGUMENT', described);
+  }
+  const tensor = fromTypedArray(new Float32Array([1, 2]));
+  assert.deepEqual([...toTypedArray.call(tensor)], [1, 2]);
+});
+
 test('options are objects, and their values have the documented types', () => {
   const array = new Float32Array(4);
   assertThrowsCode(() => fromTypedArray(array, 5), TypeError, 'ERR_DLBRIDGE_INVALID_ARGUMENT', /options must be an object/);

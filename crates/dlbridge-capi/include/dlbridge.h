@@ -396,6 +396,71 @@ int dlb_tensor_from_memory(void *data,
                            struct dlb_tensor **out);
 
 /**
+ * Imports a DLPack 1.x managed tensor without copying.
+ *
+ * Takes ownership of `managed` in every case: on success the handle owns it and its deleter
+ * runs once when the handle, its clones and every re-export are gone; on any failure (including
+ * a NULL `out`) the deleter has already run when this returns. A major version other than 1 is
+ * rejected (DLB_ERR_UNSUPPORTED_VERSION) after reading only `version` and `deleter`. Other
+ * errors: DLB_ERR_NULL_TENSOR, DLB_ERR_NDIM_OUT_OF_RANGE, DLB_ERR_NULL_SHAPE,
+ * DLB_ERR_NEGATIVE_DIM, DLB_ERR_SHAPE_OVERFLOW, DLB_ERR_NULL_DATA, dtype and device errors,
+ * DLB_ERR_STRIDE_OVERFLOW, DLB_ERR_UNSUPPORTED_LAYOUT. NULL strides mean C order.
+ * The handle keeps the producer's flags (READ_ONLY, IS_COPIED, ...).
+ *
+ * # Safety
+ * `managed` is NULL or a producer's managed tensor whose ownership passes to this call (nobody
+ * else calls its deleter); its shape/strides hold `ndim` values; `out` is NULL or writable.
+ */
+int dlb_tensor_import_versioned(DLManagedTensorVersioned *managed,
+                                struct dlb_tensor **out);
+
+/**
+ * Imports a legacy (pre-1.0) DLManagedTensor without copying.
+ *
+ * `flags` supplies what the legacy struct cannot say. A legacy producer cannot say whether its
+ * memory may be written, so pass DLB_FLAG_READ_ONLY unless you know it is writable: that is
+ * dlbridge's legacy rule (numpy's too), and every frontend over this library passes it unless
+ * its caller says otherwise. Ownership as for `dlb_tensor_import_versioned`: the deleter runs
+ * exactly once, already on return if the call fails.
+ *
+ * # Safety
+ * As for `dlb_tensor_import_versioned`.
+ */
+int dlb_tensor_import_legacy(DLManagedTensor *managed,
+                             uint64_t flags,
+                             struct dlb_tensor **out);
+
+/**
+ * Exports a handle as a DLPack 1.3 managed tensor sharing its memory (no copy).
+ *
+ * The handle is not consumed: it must still be freed, and the export keeps the memory alive on
+ * its own until the consumer calls its deleter (exactly once, from any thread). The export
+ * carries the tensor's flags plus `extra_flags` (e.g. DLB_FLAG_READ_ONLY to lend memory that
+ * must not be written), non-NULL strides when ndim > 0, byte_offset 0, and NULL data when the
+ * tensor has no elements. On failure `*out` is NULL.
+ *
+ * # Safety
+ * `t` is NULL or a live handle; `out` is NULL or writable.
+ */
+int dlb_tensor_export_versioned(const struct dlb_tensor *t,
+                                uint64_t extra_flags,
+                                DLManagedTensorVersioned **out);
+
+/**
+ * Exports a handle as a legacy DLManagedTensor sharing its memory (no copy).
+ *
+ * A legacy tensor cannot say "read-only", so a READ_ONLY tensor is refused with
+ * DLB_ERR_READ_ONLY unless `allow_read_only` is nonzero (the caller then answers for the
+ * consumer not writing). Otherwise as `dlb_tensor_export_versioned`; on failure `*out` is NULL.
+ *
+ * # Safety
+ * `t` is NULL or a live handle; `out` is NULL or writable.
+ */
+int dlb_tensor_export_legacy(const struct dlb_tensor *t,
+                             int allow_read_only,
+                             DLManagedTensor **out);
+
+/**
  * Creates an empty release queue.
  *
  * On failure `*out` is NULL.
@@ -461,71 +526,6 @@ int dlb_tensor_from_memory_queued(void *data,
                                   const struct dlb_release_queue *queue,
                                   uint64_t token,
                                   struct dlb_tensor **out);
-
-/**
- * Imports a DLPack 1.x managed tensor without copying.
- *
- * Takes ownership of `managed` in every case: on success the handle owns it and its deleter
- * runs once when the handle, its clones and every re-export are gone; on any failure (including
- * a NULL `out`) the deleter has already run when this returns. A major version other than 1 is
- * rejected (DLB_ERR_UNSUPPORTED_VERSION) after reading only `version` and `deleter`. Other
- * errors: DLB_ERR_NULL_TENSOR, DLB_ERR_NDIM_OUT_OF_RANGE, DLB_ERR_NULL_SHAPE,
- * DLB_ERR_NEGATIVE_DIM, DLB_ERR_SHAPE_OVERFLOW, DLB_ERR_NULL_DATA, dtype and device errors,
- * DLB_ERR_STRIDE_OVERFLOW, DLB_ERR_UNSUPPORTED_LAYOUT. NULL strides mean C order.
- * The handle keeps the producer's flags (READ_ONLY, IS_COPIED, ...).
- *
- * # Safety
- * `managed` is NULL or a producer's managed tensor whose ownership passes to this call (nobody
- * else calls its deleter); its shape/strides hold `ndim` values; `out` is NULL or writable.
- */
-int dlb_tensor_import_versioned(DLManagedTensorVersioned *managed,
-                                struct dlb_tensor **out);
-
-/**
- * Imports a legacy (pre-1.0) DLManagedTensor without copying.
- *
- * `flags` supplies what the legacy struct cannot say. A legacy producer cannot say whether its
- * memory may be written, so pass DLB_FLAG_READ_ONLY unless you know it is writable: that is
- * dlbridge's legacy rule (numpy's too), and every frontend over this library passes it unless
- * its caller says otherwise. Ownership as for `dlb_tensor_import_versioned`: the deleter runs
- * exactly once, already on return if the call fails.
- *
- * # Safety
- * As for `dlb_tensor_import_versioned`.
- */
-int dlb_tensor_import_legacy(DLManagedTensor *managed,
-                             uint64_t flags,
-                             struct dlb_tensor **out);
-
-/**
- * Exports a handle as a DLPack 1.3 managed tensor sharing its memory (no copy).
- *
- * The handle is not consumed: it must still be freed, and the export keeps the memory alive on
- * its own until the consumer calls its deleter (exactly once, from any thread). The export
- * carries the tensor's flags plus `extra_flags` (e.g. DLB_FLAG_READ_ONLY to lend memory that
- * must not be written), non-NULL strides when ndim > 0, byte_offset 0, and NULL data when the
- * tensor has no elements. On failure `*out` is NULL.
- *
- * # Safety
- * `t` is NULL or a live handle; `out` is NULL or writable.
- */
-int dlb_tensor_export_versioned(const struct dlb_tensor *t,
-                                uint64_t extra_flags,
-                                DLManagedTensorVersioned **out);
-
-/**
- * Exports a handle as a legacy DLManagedTensor sharing its memory (no copy).
- *
- * A legacy tensor cannot say "read-only", so a READ_ONLY tensor is refused with
- * DLB_ERR_READ_ONLY unless `allow_read_only` is nonzero (the caller then answers for the
- * consumer not writing). Otherwise as `dlb_tensor_export_versioned`; on failure `*out` is NULL.
- *
- * # Safety
- * `t` is NULL or a live handle; `out` is NULL or writable.
- */
-int dlb_tensor_export_legacy(const struct dlb_tensor *t,
-                             int allow_read_only,
-                             DLManagedTensor **out);
 
 /**
  * Makes a second handle to the same tensor (same memory, same metadata; nothing is copied).

@@ -30,8 +30,8 @@ pub mod status;
 pub mod version;
 
 pub mod create;
-pub mod deferred;
 pub mod exchange;
+pub mod release_queue;
 
 pub mod handle;
 pub mod inspect;

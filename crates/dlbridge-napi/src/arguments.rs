@@ -9,6 +9,7 @@ use std::ptr;
 
 use dlbridge::borrow_registry::RangeBorrow;
 use dlbridge::fixed_ndim::{Ndim, NdimDim, NdimDimension};
+use dlbridge::layout;
 use dlbridge::{
     indefinite_article, ArgumentSpec, AsTensorView, DataType, Device, Element, Flags,
     ManagedTensor, Tensor, TensorView, UnmetRequirement,
@@ -20,7 +21,8 @@ use napi::sys;
 use ndarray::{ArrayView, ArrayViewMut};
 
 use crate::error::{Error, Result};
-use crate::js_values::describe_value;
+use crate::js_values::describe;
+use crate::node_api::{Handle, Scope, TypedArrayInfo};
 use crate::tensor_handle::import_tensor_object;
 use crate::typed_arrays::{js_layout, ArrayKind};
 
@@ -64,12 +66,11 @@ enum Source {
 /// }
 /// ```
 pub struct JsTensor<'env> {
-    env: sys::napi_env,
+    scope: Scope<'env>,
     source: Source,
     /// The borrow of the memory's byte range, for the argument's life (see
     /// `dlbridge::borrow_registry`).
     borrow: Option<RangeBorrow>,
-    _call: PhantomData<&'env ()>,
 }
 
 impl<'env> JsTensor<'env> {
@@ -78,7 +79,7 @@ impl<'env> JsTensor<'env> {
     pub fn new(value: &Unknown<'env>) -> Result<Self> {
         let raw = value.value();
         // SAFETY: an `Unknown<'env>` is a live value of the current call's environment.
-        let mut tensor = unsafe { JsTensor::import(raw.env, raw.value, None) }?;
+        let mut tensor = JsTensor::import(unsafe { Handle::from_raw(raw.env, raw.value) }, None)?;
         tensor.borrow(false)?;
         Ok(tensor)
     }
@@ -125,37 +126,27 @@ impl<'env> JsTensor<'env> {
 
     /// Reads `value`: a typed array (as `want` if that dtype is viewed by the array's class, else
     /// as the class's own dtype) or a tensor object.
-    ///
-    /// # Safety
-    /// `env` and `value` are live handles of the current call, on the environment's thread.
-    unsafe fn import(
-        env: sys::napi_env,
-        value: sys::napi_value,
-        want: Option<DataType>,
-    ) -> Result<Self> {
-        // SAFETY: the caller's contract.
-        let source = match unsafe { typed_array(env, value, want) } {
+    #[inline]
+    fn import(value: Handle<'env>, want: Option<DataType>) -> Result<Self> {
+        let source = match typed_array(value, want) {
             Some(source) => source,
-            // SAFETY: the caller's contract.
-            None => match unsafe { import_tensor_object(env, value) }? {
+            None => match import_tensor_object(value)? {
                 Some(managed) => Source::Tensor(managed),
                 None => {
                     return Err(Error::type_error(
                         "ERR_DLBRIDGE_INVALID_ARGUMENT",
                         format!(
                             "expected a typed array or a dlbridge Tensor, got {}",
-                            // SAFETY: the caller's contract.
-                            unsafe { describe_value(env, value) }
+                            describe(value)
                         ),
                     ));
                 }
             },
         };
         Ok(JsTensor {
-            env,
+            scope: value.scope(),
             source,
             borrow: None,
-            _call: PhantomData,
         })
     }
 
@@ -252,8 +243,7 @@ impl<'env> JsTensor<'env> {
                         kind.name()
                     ),
                 );
-                // SAFETY: `env` is the live environment of the call this argument belongs to.
-                Err(unsafe { err.to_napi_raw(self.env) })
+                Err(err.to_napi_in(self.scope))
             }
         }
     }
@@ -265,8 +255,7 @@ impl<'env> JsTensor<'env> {
 
     /// The `napi::Error` to return for `err` (its JS class and code kept).
     fn napi_error(&self, err: Error) -> napi::Error {
-        // SAFETY: `env` is the live environment of the call this argument belongs to.
-        unsafe { err.to_napi_raw(self.env) }
+        err.to_napi_in(self.scope)
     }
 
     /// "a Float64Array (a float64 tensor of shape [3])", "a read-only float32 Tensor of shape
@@ -290,43 +279,30 @@ impl<'env> JsTensor<'env> {
 }
 
 /// The typed array `value` as a source, or `None` if it is not a typed array.
-///
-/// # Safety
-/// `env` and `value` are live handles of the current call.
-unsafe fn typed_array(
-    env: sys::napi_env,
-    value: sys::napi_value,
-    want: Option<DataType>,
-) -> Option<Source> {
-    let (mut raw_kind, mut length, mut data) = (0, 0, ptr::null_mut());
-    let (mut buffer, mut byte_offset) = (ptr::null_mut(), 0);
-    // SAFETY: live env and value; for anything but a typed array this fails with a status
-    // (no exception), which is how the common case costs one call.
-    let status = unsafe {
-        sys::napi_get_typedarray_info(
-            env,
-            value,
-            &mut raw_kind,
-            &mut length,
-            &mut data,
-            &mut buffer,
-            &mut byte_offset,
-        )
+#[inline]
+fn typed_array(value: Handle<'_>, want: Option<DataType>) -> Option<Source> {
+    // One Node-API call. Float16Array (Node 24+) and later kinds have no class of ours: read as
+    // not a tensor.
+    let TypedArrayInfo {
+        kind, length, data, ..
+    } = value.typed_array_info().ok().flatten()?;
+    let natural = kind.natural_dtype();
+    let viewed_as_wanted = || {
+        want.and_then(|dtype| js_layout(dtype, false).ok().map(|layout| (dtype, layout)))
+            .filter(|(_, layout)| {
+                layout.kind == kind.canonical() && length % layout.per_element == 0
+            })
     };
-    if status != sys::Status::napi_ok {
-        return None;
-    }
-    // Float16Array (Node 24+) and later kinds have no class of ours: read as not a tensor.
-    let kind = ArrayKind::from_napi(raw_kind)?;
-    let viewed_as_wanted = want
-        .and_then(|dtype| js_layout(dtype, false).ok().map(|layout| (dtype, layout)))
-        .filter(|(_, layout)| layout.kind == kind.canonical() && length % layout.per_element == 0);
-    let (dtype, elements) = match viewed_as_wanted {
-        Some((dtype, layout)) => (dtype, length / layout.per_element),
-        None => (kind.natural_dtype(), length),
+    // The class's own dtype (a Float32Array for f32) needs no layout lookup.
+    let (dtype, elements) = match want {
+        Some(dtype) if dtype == natural => (natural, length),
+        _ => match viewed_as_wanted() {
+            Some((dtype, layout)) => (dtype, length / layout.per_element),
+            None => (natural, length),
+        },
     };
     Some(Source::Array {
-        data: data.cast(),
+        data,
         kind,
         length,
         dtype,
@@ -337,12 +313,12 @@ unsafe fn typed_array(
 impl FromNapiValue for JsTensor<'_> {
     unsafe fn from_napi_value(env: sys::napi_env, value: sys::napi_value) -> napi::Result<Self> {
         // SAFETY: napi-rs converts arguments of the running call, on its thread.
-        let imported = unsafe { JsTensor::import(env, value, None) }.and_then(|mut tensor| {
+        let value = unsafe { Handle::from_raw(env, value) };
+        let imported = JsTensor::import(value, None).and_then(|mut tensor| {
             tensor.borrow(false)?;
             Ok(tensor)
         });
-        // SAFETY: as above.
-        imported.map_err(|err| unsafe { err.throw_raw(env) })
+        imported.map_err(|err| err.throw_in(value.scope()))
     }
 }
 
@@ -406,17 +382,14 @@ struct Typed<'env> {
 }
 
 impl<'env> Typed<'env> {
-    /// # Safety
-    /// `env` and `value` are live handles of the current call, on the environment's thread.
-    unsafe fn extract<T: Element>(
-        env: sys::napi_env,
-        value: sys::napi_value,
+    #[inline]
+    fn extract<T: Element>(
+        value: Handle<'env>,
         ndim: usize,
         c_contiguous: bool,
         writable: bool,
     ) -> Result<Self> {
-        // SAFETY: the caller's contract.
-        let mut tensor = unsafe { JsTensor::import(env, value, Some(T::DTYPE)) }?;
+        let mut tensor = JsTensor::import(value, Some(T::DTYPE))?;
         let spec = ArgumentSpec {
             ndim,
             c_contiguous,
@@ -451,22 +424,15 @@ impl<'env> Typed<'env> {
     /// The element offset of `index`, or a RangeError naming it and the shape.
     fn offset(&self, index: &[usize]) -> napi::Result<isize> {
         let view = self.tensor.view();
-        if index.len() != view.ndim()
-            || index.iter().zip(view.shape()).any(|(&i, &d)| i as i64 >= d)
-        {
-            return Err(self.tensor.napi_error(Error::range_error(
+        layout::element_offset(view.shape(), view.strides(), index).ok_or_else(|| {
+            self.tensor.napi_error(Error::range_error(
                 "ERR_DLBRIDGE_INDEX_OUT_OF_BOUNDS",
                 format!(
                     "index {index:?} is out of bounds for shape {:?}",
                     view.shape()
                 ),
-            )));
-        }
-        Ok(index
-            .iter()
-            .zip(view.strides())
-            .map(|(&i, &s)| i as isize * s as isize)
-            .sum())
+            ))
+        })
     }
 
     fn get<T: Element>(&self, index: &[usize]) -> napi::Result<T> {
@@ -516,7 +482,8 @@ impl<'env, T: Element, const NDIM: usize, const C: bool> JsTensorRef<'env, T, ND
     pub fn new(value: &Unknown<'env>) -> Result<Self> {
         let raw = value.value();
         // SAFETY: an `Unknown<'env>` is a live value of the current call's environment.
-        let typed = unsafe { Typed::extract::<T>(raw.env, raw.value, NDIM, C, false) }?;
+        let value = unsafe { Handle::from_raw(raw.env, raw.value) };
+        let typed = Typed::extract::<T>(value, NDIM, C, false)?;
         Ok(JsTensorRef {
             typed,
             _element: PhantomData,
@@ -578,7 +545,8 @@ impl<'env, T: Element, const NDIM: usize, const C: bool> JsTensorMut<'env, T, ND
     pub fn new(value: &Unknown<'env>) -> Result<Self> {
         let raw = value.value();
         // SAFETY: an `Unknown<'env>` is a live value of the current call's environment.
-        let typed = unsafe { Typed::extract::<T>(raw.env, raw.value, NDIM, C, true) }?;
+        let value = unsafe { Handle::from_raw(raw.env, raw.value) };
+        let typed = Typed::extract::<T>(value, NDIM, C, true)?;
         Ok(JsTensorMut {
             typed,
             _element: PhantomData,
@@ -669,10 +637,10 @@ macro_rules! typed_argument_conversions {
                 value: sys::napi_value,
             ) -> napi::Result<Self> {
                 // SAFETY: napi-rs converts arguments of the running call, on its thread.
-                let typed = unsafe { Typed::extract::<T>(env, value, NDIM, C, $writable) };
+                let value = unsafe { Handle::from_raw(env, value) };
+                let typed = Typed::extract::<T>(value, NDIM, C, $writable);
                 Ok($name {
-                    // SAFETY: as above.
-                    typed: typed.map_err(|err| unsafe { err.throw_raw(env) })?,
+                    typed: typed.map_err(|err| err.throw_in(value.scope()))?,
                     _element: PhantomData,
                 })
             }

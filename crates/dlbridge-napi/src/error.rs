@@ -15,10 +15,10 @@
 //! value.
 
 use std::fmt;
-use std::ptr;
 
-use napi::bindgen_prelude::Unknown;
 use napi::{sys, Env, Status};
+
+use crate::node_api::Scope;
 
 /// The JavaScript class an [`Error`] is thrown as.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -128,8 +128,7 @@ impl Error {
     /// from an entry point at once; [`to_napi`](Self::to_napi) where the caller may handle the
     /// error instead.
     pub fn throw(self, env: &Env) -> napi::Error {
-        // SAFETY: an `&Env` is only handed out for the live environment of the current call.
-        unsafe { self.throw_raw(env.raw()) }
+        self.throw_in(Scope::new(env))
     }
 
     /// [`throw`](Self::throw) for a raw environment (argument conversions).
@@ -137,19 +136,15 @@ impl Error {
     /// # Safety
     /// `env` is the live environment of the current call, on its thread.
     pub unsafe fn throw_raw(self, env: sys::napi_env) -> napi::Error {
+        // SAFETY: the caller's contract.
+        self.throw_in(unsafe { Scope::from_raw(env) })
+    }
+
+    /// [`throw`](Self::throw) in a scope.
+    pub fn throw_in(self, scope: Scope<'_>) -> napi::Error {
         let (code, message) = (c_string(self.code), c_string(&self.message));
-        // SAFETY: live env (caller's contract), NUL-terminated strings that outlive the call.
-        unsafe {
-            match self.class {
-                ErrorClass::Error => sys::napi_throw_error(env, code.as_ptr(), message.as_ptr()),
-                ErrorClass::TypeError => {
-                    sys::napi_throw_type_error(env, code.as_ptr(), message.as_ptr())
-                }
-                ErrorClass::RangeError => {
-                    sys::napi_throw_range_error(env, code.as_ptr(), message.as_ptr())
-                }
-            }
-        };
+        // A failed throw (a dying environment) still reports the failure to napi-rs.
+        drop(scope.throw_error(self.class, &code, &message));
         napi::Error::new(Status::PendingException, self.message)
     }
 
@@ -170,8 +165,7 @@ impl Error {
     /// }
     /// ```
     pub fn to_napi(self, env: &Env) -> napi::Error {
-        // SAFETY: an `&Env` is only handed out for the live environment of the current call.
-        unsafe { self.to_napi_raw(env.raw()) }
+        self.to_napi_in(Scope::new(env))
     }
 
     /// [`to_napi`](Self::to_napi) for a raw environment.
@@ -179,41 +173,16 @@ impl Error {
     /// # Safety
     /// `env` is the live environment of the current call, on its thread.
     pub unsafe fn to_napi_raw(self, env: sys::napi_env) -> napi::Error {
-        let fallback = |err: Error| napi::Error::new(Status::GenericFailure, err.message);
-        let (mut code, mut message, mut object) =
-            (ptr::null_mut(), ptr::null_mut(), ptr::null_mut());
-        // SAFETY: live env (caller's contract); the strings are passed with their lengths.
-        let status = unsafe {
-            let made_code = sys::napi_create_string_utf8(
-                env,
-                self.code.as_ptr().cast(),
-                self.code.len() as isize,
-                &mut code,
-            );
-            let made_message = sys::napi_create_string_utf8(
-                env,
-                self.message.as_ptr().cast(),
-                self.message.len() as isize,
-                &mut message,
-            );
-            if made_code != sys::Status::napi_ok || made_message != sys::Status::napi_ok {
-                return fallback(self);
-            }
-            match self.class {
-                ErrorClass::Error => sys::napi_create_error(env, code, message, &mut object),
-                ErrorClass::TypeError => {
-                    sys::napi_create_type_error(env, code, message, &mut object)
-                }
-                ErrorClass::RangeError => {
-                    sys::napi_create_range_error(env, code, message, &mut object)
-                }
-            }
-        };
-        if status != sys::Status::napi_ok {
-            return fallback(self);
+        // SAFETY: the caller's contract.
+        self.to_napi_in(unsafe { Scope::from_raw(env) })
+    }
+
+    /// [`to_napi`](Self::to_napi) in a scope.
+    pub fn to_napi_in(self, scope: Scope<'_>) -> napi::Error {
+        match scope.create_error(self.class, self.code, &self.message) {
+            Ok(object) => napi::Error::from(object.into_unknown()),
+            Err(_) => napi::Error::new(Status::GenericFailure, self.message),
         }
-        // SAFETY: `object` was just made in this live env.
-        napi::Error::from(unsafe { Unknown::from_raw_unchecked(env, object) })
     }
 }
 

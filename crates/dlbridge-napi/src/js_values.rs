@@ -2,6 +2,8 @@
 
 use napi::sys;
 
+use crate::node_api::{Handle, JsType};
+
 /// A short description of any JS value for error messages, read without running JavaScript:
 /// "the number 3", "the string \"x\"", "the bigint 5n", "an array", "a DataView", "an object",
 /// "undefined", … (strings are cut at 64 bytes).
@@ -9,65 +11,34 @@ use napi::sys;
 /// # Safety
 /// `env` and `value` are live handles of the current call, on the environment's thread.
 pub unsafe fn describe_value(env: sys::napi_env, value: sys::napi_value) -> String {
-    let mut kind = sys::ValueType::napi_undefined;
-    // SAFETY: live env and value (caller's contract).
-    unsafe { sys::napi_typeof(env, value, &mut kind) };
-    macro_rules! is {
-        ($check:ident) => {{
-            let mut result = false;
-            // SAFETY: live env and value; the predicate only reads the value's type.
-            unsafe { sys::$check(env, value, &mut result) };
-            result
-        }};
-    }
-    use sys::ValueType as V;
-    match kind {
-        V::napi_undefined => "undefined".to_owned(),
-        V::napi_null => "null".to_owned(),
-        V::napi_boolean => {
-            let mut b = false;
-            // SAFETY: live env, a boolean.
-            unsafe { sys::napi_get_value_bool(env, value, &mut b) };
-            format!("the boolean {b}")
+    // SAFETY: the caller's contract.
+    describe(unsafe { Handle::from_raw(env, value) })
+}
+
+/// [`describe_value`] for a handle.
+pub fn describe(value: Handle<'_>) -> String {
+    match value.js_type() {
+        JsType::Undefined => "undefined".to_owned(),
+        JsType::Null => "null".to_owned(),
+        JsType::Boolean => format!("the boolean {}", value.bool_value().unwrap_or_default()),
+        JsType::Number => format!("the number {}", value.number_value().unwrap_or_default()),
+        JsType::String => {
+            let (bytes, len) = value.string_prefix::<64>().unwrap_or(([0; 64], 0));
+            format!("the string {:?}", String::from_utf8_lossy(&bytes[..len]))
         }
-        V::napi_number => {
-            let mut n = 0.0;
-            // SAFETY: live env, a number.
-            unsafe { sys::napi_get_value_double(env, value, &mut n) };
-            format!("the number {n}")
+        JsType::Symbol => "a symbol".to_owned(),
+        JsType::Function => "a function".to_owned(),
+        JsType::External => "an external".to_owned(),
+        JsType::BigInt => match value.bigint_i64() {
+            Some((v, true)) => format!("the bigint {v}n"),
+            _ => "a bigint out of 64-bit range".to_owned(),
+        },
+        JsType::Object if value.is_array() => "an array".to_owned(),
+        JsType::Object if value.is_dataview() => "a DataView".to_owned(),
+        JsType::Object if value.is_arraybuffer() => "an ArrayBuffer".to_owned(),
+        JsType::Object if value.is_typedarray() => {
+            "a typed array of a kind without a dtype".to_owned()
         }
-        V::napi_string => {
-            let mut buffer = [0u8; 64];
-            let mut len = 0;
-            // SAFETY: live env, a string; the buffer's size is passed (the copy is truncated).
-            unsafe {
-                sys::napi_get_value_string_utf8(
-                    env,
-                    value,
-                    buffer.as_mut_ptr().cast(),
-                    buffer.len(),
-                    &mut len,
-                )
-            };
-            format!("the string {:?}", String::from_utf8_lossy(&buffer[..len]))
-        }
-        V::napi_symbol => "a symbol".to_owned(),
-        V::napi_function => "a function".to_owned(),
-        V::napi_external => "an external".to_owned(),
-        V::napi_bigint => {
-            let (mut v, mut lossless) = (0i64, false);
-            // SAFETY: live env, a BigInt.
-            unsafe { sys::napi_get_value_bigint_int64(env, value, &mut v, &mut lossless) };
-            if lossless {
-                format!("the bigint {v}n")
-            } else {
-                "a bigint out of 64-bit range".to_owned()
-            }
-        }
-        _ if is!(napi_is_array) => "an array".to_owned(),
-        _ if is!(napi_is_dataview) => "a DataView".to_owned(),
-        _ if is!(napi_is_arraybuffer) => "an ArrayBuffer".to_owned(),
-        _ if is!(napi_is_typedarray) => "a typed array of a kind without a dtype".to_owned(),
-        _ => "an object".to_owned(),
+        JsType::Object => "an object".to_owned(),
     }
 }

@@ -17,6 +17,9 @@
 //!   returned to JavaScript as a typed array over its memory.
 //! - [`TensorObject`]: a Rust tensor of any layout returned as a tensor object, which
 //!   `dlbridge.fromTensorObject` turns into a dlbridge `Tensor` over the same memory.
+//! - [`node_api`]: the checked Node-API layer everything here (and the `dlbridge` package) is
+//!   built on: a [`Scope`](node_api::Scope) and [`Handle`](node_api::Handle)s of the current
+//!   call, one status check for every raw call, for addons that read values themselves.
 //!
 //! ```no_run
 //! use dlbridge_napi::{JsTensorMut, JsTensorRef};
@@ -80,6 +83,7 @@
 mod arguments;
 mod error;
 mod js_values;
+pub mod node_api;
 pub mod tensor_handle;
 mod tensor_object;
 mod typed_array_export;
@@ -87,7 +91,7 @@ pub mod typed_arrays;
 
 pub use arguments::{JsTensor, JsTensorMut, JsTensorRef, ANY_NDIM};
 pub use error::{Error, ErrorClass, Result};
-pub use js_values::describe_value;
+pub use js_values::{describe, describe_value};
 pub use tensor_handle::{TensorHandle, TENSOR_OBJECT_TYPE_TAG, TENSOR_TYPE_TAG};
 pub use tensor_object::{live_tensor_objects, TensorObject};
 pub use typed_array_export::{live_external_buffers, TypedArrayExport};

@@ -19,24 +19,24 @@
 //! [`TENSOR_TYPE_TAG`] (`#[napi(type_tag = "dlbridge.tensor.v1")]` in the module
 //! `dlbridge_node::tensor`), and its instance struct starts with a [`TensorHandle`].
 
-use std::ptr::{self, NonNull};
+use std::ptr::NonNull;
 
 use dlbridge::ffi::DLManagedTensorVersioned;
 use dlbridge::ManagedTensor;
 use napi::bindgen_prelude::type_tag_from_ident;
-use napi::sys;
 
 use crate::error::{Error, Result};
+use crate::node_api::{Handle, ObjectTag};
 
 /// The Node-API type tag of dlbridge tensor objects: the napi-rs class tag of the `dlbridge`
 /// package's `Tensor` (its salt, module path and class name, hashed by napi-rs).
-pub const TENSOR_TYPE_TAG: sys::napi_type_tag =
+pub const TENSOR_TYPE_TAG: ObjectTag =
     type_tag_from_ident("dlbridge.tensor.v1::dlbridge_node::tensor::Tensor");
 
 /// The Node-API type tag of the tensor objects that addons return through
 /// [`TensorObject`](crate::TensorObject): distinct from [`TENSOR_TYPE_TAG`], which napi-rs
 /// also checks before treating an object as the `dlbridge` package's own class.
-pub const TENSOR_OBJECT_TYPE_TAG: sys::napi_type_tag =
+pub const TENSOR_OBJECT_TYPE_TAG: ObjectTag =
     type_tag_from_ident("dlbridge.tensor.v1::dlbridge_napi::TensorObject");
 
 /// The first eight bytes of every [`TensorHandle`].
@@ -108,53 +108,17 @@ impl TensorHandle {
     }
 }
 
-/// Whether `value` carries `tag`.
-///
-/// # Safety
-/// `env` and `value` are live handles of the current call.
-pub(crate) unsafe fn has_type_tag(
-    env: sys::napi_env,
-    value: sys::napi_value,
-    tag: &sys::napi_type_tag,
-) -> bool {
-    // Only objects carry tags. Node converts anything else to an object first, which for `null`
-    // and `undefined` throws and leaves that TypeError pending: never ask about those.
-    let mut kind = sys::ValueType::napi_undefined;
-    // SAFETY: live env and value (caller's contract); typeof runs no JavaScript.
-    let status = unsafe { sys::napi_typeof(env, value, &mut kind) };
-    if status != sys::Status::napi_ok || kind != sys::ValueType::napi_object {
-        return false;
-    }
-    let mut tagged = false;
-    // SAFETY: live env and an object value (caller's contract, checked); `tag` outlives the
-    // call.
-    let status = unsafe { sys::napi_check_object_type_tag(env, value, tag, &mut tagged) };
-    status == sys::Status::napi_ok && tagged
-}
-
 /// Imports the tensor of a tensor object: `Ok(None)` when `value` is not one (no tag), an
 /// error when the tag is there but the header is not one this crate reads or the export fails
 /// validation.
-///
-/// # Safety
-/// `env` and `value` are live handles of the current call, on the environment's thread.
-pub(crate) unsafe fn import_tensor_object(
-    env: sys::napi_env,
-    value: sys::napi_value,
-) -> Result<Option<ManagedTensor>> {
-    // SAFETY: the caller's contract.
-    let tagged = unsafe {
-        has_type_tag(env, value, &TENSOR_TYPE_TAG)
-            || has_type_tag(env, value, &TENSOR_OBJECT_TYPE_TAG)
-    };
-    if !tagged {
+pub(crate) fn import_tensor_object(value: Handle<'_>) -> Result<Option<ManagedTensor>> {
+    if !value.has_either_type_tag(&TENSOR_TYPE_TAG, &TENSOR_OBJECT_TYPE_TAG) {
         return Ok(None);
     }
-    let mut wrapped = ptr::null_mut();
-    // SAFETY: live env and value; reading the wrapped pointer runs no JavaScript.
-    let status = unsafe { sys::napi_unwrap(env, value, &mut wrapped) };
-    let handle = NonNull::new(wrapped.cast::<TensorHandle>())
-        .filter(|_| status == sys::Status::napi_ok)
+    // Reading the wrapped pointer runs no JavaScript.
+    let handle = value
+        .unwrap_raw()
+        .and_then(|wrapped| NonNull::new(wrapped.cast::<TensorHandle>()))
         .ok_or_else(|| bad_handle("it wraps no native tensor"))?;
     // SAFETY: the tag is set only by native code that follows the protocol, so the wrapped
     // pointer is a live `TensorHandle` owned by the object, which is a value of the current

@@ -3,7 +3,6 @@
 //! (`fromTensorObject`) and every addon on this crate takes as a tensor argument.
 
 use std::ffi::c_void;
-use std::ptr;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
 
@@ -13,6 +12,7 @@ use napi::bindgen_prelude::{ToNapiValue, TypeName, ValueType};
 use napi::sys;
 
 use crate::error::{Error, Result};
+use crate::node_api::{RawEnv, RawValue, Scope};
 use crate::tensor_handle::{TensorHandle, TENSOR_OBJECT_TYPE_TAG};
 
 /// Tensor objects made by [`TensorObject`] whose finalizer has not run yet.
@@ -64,39 +64,29 @@ impl TensorObject {
     }
 
     /// The JS object.
-    ///
-    /// # Safety
-    /// `env` is the live environment of the current call, on its thread.
-    unsafe fn into_object(self, env: sys::napi_env) -> Result<sys::napi_value> {
-        let mut object = ptr::null_mut();
-        // SAFETY: live env (caller's contract), valid out-pointer.
-        check(unsafe { sys::napi_create_object(env, &mut object) })?;
+    fn into_object(self, scope: Scope<'_>) -> Result<RawValue> {
+        let object = scope.object()?;
         let held = Box::into_raw(Box::new(HeldTensor {
             handle: TensorHandle::new(export_held),
             tensor: Arc::new(self.0),
         }));
         // SAFETY: a new object of this env, wrapped once; Node calls `release_held` with `held`
         // when it collects the object, and not at all if wrapping fails.
-        let status = unsafe {
-            sys::napi_wrap(
-                env,
-                object,
-                held.cast(),
-                Some(release_held),
-                ptr::null_mut(),
-                ptr::null_mut(),
-            )
-        };
-        if status != sys::Status::napi_ok {
+        if let Err(err) = unsafe { object.wrap(held.cast(), release_held) } {
             // SAFETY: Node did not take the box.
             drop(unsafe { Box::from_raw(held) });
-            return Err(node_api_failure(status));
+            return Err(err);
         }
         LIVE_TENSOR_OBJECTS.fetch_add(1, Ordering::Relaxed);
-        // SAFETY: live env, the object just made (not tagged yet); the wrapped pointer is a
-        // `HeldTensor`, whose first field is the protocol header, as the tag promises.
-        check(unsafe { sys::napi_type_tag_object(env, object, &TENSOR_OBJECT_TYPE_TAG) })?;
-        Ok(object)
+        // The object was just made (not tagged yet); the wrapped pointer is a `HeldTensor`, whose
+        // first field is the protocol header, as the tag promises.
+        if !object.add_type_tag(&TENSOR_OBJECT_TYPE_TAG) {
+            return Err(Error::plain(
+                "ERR_DLBRIDGE_NODE_API",
+                "cannot tag a new tensor object",
+            ));
+        }
+        Ok(object.raw())
     }
 }
 
@@ -123,31 +113,17 @@ unsafe extern "C" fn export_held(handle: *const TensorHandle) -> *mut DLManagedT
 }
 
 /// Finalizer of tensor objects: drops this object's share of the tensor.
-unsafe extern "C" fn release_held(_env: sys::napi_env, data: *mut c_void, _hint: *mut c_void) {
+unsafe extern "C" fn release_held(_env: RawEnv, data: *mut c_void, _hint: *mut c_void) {
     // SAFETY: the box wrapped by `into_object`, given back once.
     drop(unsafe { Box::from_raw(data.cast::<HeldTensor>()) });
     LIVE_TENSOR_OBJECTS.fetch_sub(1, Ordering::Relaxed);
 }
 
-fn node_api_failure(status: sys::napi_status) -> Error {
-    Error::plain(
-        "ERR_DLBRIDGE_NODE_API",
-        format!("making a tensor object failed with Node-API status {status}"),
-    )
-}
-
-fn check(status: sys::napi_status) -> Result<()> {
-    if status == sys::Status::napi_ok {
-        Ok(())
-    } else {
-        Err(node_api_failure(status))
-    }
-}
-
 impl ToNapiValue for TensorObject {
     unsafe fn to_napi_value(env: sys::napi_env, value: Self) -> napi::Result<sys::napi_value> {
         // SAFETY: napi-rs converts return values in the running call, on its thread.
-        unsafe { value.into_object(env).map_err(|err| err.throw_raw(env)) }
+        let scope = unsafe { Scope::from_raw(env) };
+        value.into_object(scope).map_err(|err| err.throw_in(scope))
     }
 }
 

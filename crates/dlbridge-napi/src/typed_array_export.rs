@@ -1,7 +1,6 @@
 //! [`TypedArrayExport`]: a Rust tensor handed to JavaScript as a typed array over its memory.
 
 use std::ffi::c_void;
-use std::ptr;
 use std::sync::atomic::{AtomicI64, Ordering};
 
 use dlbridge::{Element, Flags, Order, Tensor};
@@ -9,6 +8,7 @@ use napi::bindgen_prelude::{ToNapiValue, TypeName, ValueType};
 use napi::sys;
 
 use crate::error::{Error, Result};
+use crate::node_api::{copy_to_arraybuffer, External, RawEnv, RawValue, Scope};
 use crate::typed_arrays::js_layout;
 
 /// External ArrayBuffers made by [`TypedArrayExport`] whose finalizer has not run yet.
@@ -81,10 +81,7 @@ impl TypedArrayExport {
     }
 
     /// The typed array, thrown errors as [`Error`]s.
-    ///
-    /// # Safety
-    /// `env` is the live environment of the current call, on its thread.
-    unsafe fn into_typed_array(self, env: sys::napi_env) -> Result<sys::napi_value> {
+    fn into_typed_array(self, scope: Scope<'_>) -> Result<RawValue> {
         let view = self.0.view();
         view.require_host()?;
         let layout = js_layout(
@@ -125,11 +122,8 @@ impl TypedArrayExport {
                 ),
             ));
         }
-        let mut buffer = ptr::null_mut();
-        if length == 0 {
-            let mut unused = ptr::null_mut();
-            // SAFETY: live env (caller's contract), valid out-pointers.
-            check(unsafe { sys::napi_create_arraybuffer(env, 0, &mut unused, &mut buffer) })?;
+        let buffer = if length == 0 {
+            scope.create_arraybuffer(0)?.0
         } else {
             let owner = Box::into_raw(Box::new(self.0));
             // Counted from here: `release_tensor` uncounts it, whenever Node runs it.
@@ -137,45 +131,33 @@ impl TypedArrayExport {
             // SAFETY: `nbytes` bytes of host memory at `data` that the boxed tensor owns and
             // keeps in place until `release_tensor` drops it; a tensor made by Rust is the only
             // ArrayBuffer over its memory.
-            let status = unsafe {
-                sys::napi_create_external_arraybuffer(
-                    env,
-                    data.cast(),
-                    nbytes,
-                    Some(release_tensor),
-                    owner.cast(),
-                    &mut buffer,
-                )
+            let created = unsafe {
+                scope.create_external_arraybuffer(data, nbytes, release_tensor, owner.cast())
             };
-            use sys::Status as S;
-            match status {
-                S::napi_ok => {}
+            match created {
+                External::Created(buffer) => buffer,
                 // Refused before Node took the box: it is still ours.
-                S::napi_no_external_buffers_allowed
-                | S::napi_invalid_arg
-                | S::napi_pending_exception
-                | S::napi_cannot_run_js => {
+                External::Forbidden
+                | External::Failed {
+                    hint_taken: false, ..
+                } => {
                     LIVE_EXTERNAL_BUFFERS.fetch_sub(1, Ordering::Relaxed);
                     // SAFETY: Node did not take the box (its finalizer never runs).
                     let tensor = unsafe { Box::from_raw(owner) };
-                    if status != S::napi_no_external_buffers_allowed {
-                        check(status)?;
+                    if let External::Failed { failure, .. } = created {
+                        return Err(failure);
                     }
-                    // SAFETY: live env; the copy below fills the new buffer's `nbytes` bytes.
-                    buffer = unsafe { copy_to_arraybuffer(env, data, nbytes) }?;
-                    drop(tensor);
+                    copy_to_arraybuffer(&tensor.view(), |n| scope.create_arraybuffer(n))?
                 }
                 // Node took the box and refused the buffer (a length beyond its limit, with
                 // its own RangeError pending): it runs `release_tensor` itself.
-                _ => check(status)?,
+                External::Failed { failure, .. } => return Err(failure),
             }
-        }
-        let mut array = ptr::null_mut();
-        // SAFETY: live env; `buffer` holds `length` elements of the class from offset 0.
-        check(unsafe {
-            sys::napi_create_typedarray(env, layout.kind.to_napi(), length, buffer, 0, &mut array)
-        })?;
-        Ok(array)
+        };
+        // `buffer` holds `length` elements of the class from offset 0.
+        Ok(scope
+            .create_typed_array(layout.kind, length, buffer, 0)?
+            .raw())
     }
 }
 
@@ -185,49 +167,20 @@ impl From<Tensor> for TypedArrayExport {
     }
 }
 
-/// A new ArrayBuffer holding a copy of `nbytes` bytes at `data`.
-///
-/// # Safety
-/// `env` is live; `data` points at `nbytes` readable bytes.
-unsafe fn copy_to_arraybuffer(
-    env: sys::napi_env,
-    data: *const u8,
-    nbytes: usize,
-) -> Result<sys::napi_value> {
-    let (mut buffer, mut copy) = (ptr::null_mut(), ptr::null_mut());
-    // SAFETY: live env, valid out-pointers.
-    check(unsafe { sys::napi_create_arraybuffer(env, nbytes, &mut copy, &mut buffer) })?;
-    // SAFETY: the new buffer has `nbytes` writable bytes that no JS value has seen yet.
-    unsafe { ptr::copy_nonoverlapping(data, copy.cast::<u8>(), nbytes) };
-    Ok(buffer)
-}
-
 /// Finalizer of the external ArrayBuffers: drops the tensor (its owner frees the memory).
-unsafe extern "C" fn release_tensor(_env: sys::napi_env, _data: *mut c_void, hint: *mut c_void) {
+unsafe extern "C" fn release_tensor(_env: RawEnv, _data: *mut c_void, hint: *mut c_void) {
     // SAFETY: `hint` is the boxed tensor handed to Node by `into_typed_array`, given back once.
     drop(unsafe { Box::from_raw(hint.cast::<Tensor>()) });
     LIVE_EXTERNAL_BUFFERS.fetch_sub(1, Ordering::Relaxed);
 }
 
-fn check(status: sys::napi_status) -> Result<()> {
-    if status == sys::Status::napi_ok {
-        Ok(())
-    } else {
-        Err(Error::plain(
-            "ERR_DLBRIDGE_NODE_API",
-            format!("making a typed array failed with Node-API status {status}"),
-        ))
-    }
-}
-
 impl ToNapiValue for TypedArrayExport {
     unsafe fn to_napi_value(env: sys::napi_env, value: Self) -> napi::Result<sys::napi_value> {
         // SAFETY: napi-rs converts return values in the running call, on its thread.
-        unsafe {
-            value
-                .into_typed_array(env)
-                .map_err(|err| err.throw_raw(env))
-        }
+        let scope = unsafe { Scope::from_raw(env) };
+        value
+            .into_typed_array(scope)
+            .map_err(|err| err.throw_in(scope))
     }
 }
 

@@ -37,9 +37,11 @@ const CASES = [
 /** Nanoseconds per call of one batch of `call`. */
 function batchNanos(call) {
   let sink = 0;
-  const start = process.hrtime.bigint();
+  // Process CPU time (user + system): other processes sharing the machine do not count.
+  const start = process.cpuUsage();
   for (let i = 0; i < CALLS_PER_BATCH; i++) sink += call() ?? 0;
-  const nanos = Number(process.hrtime.bigint() - start) / CALLS_PER_BATCH;
+  const used = process.cpuUsage(start);
+  const nanos = ((used.user + used.system) * 1000) / CALLS_PER_BATCH;
   if (Number.isNaN(sink)) throw new Error('unreachable');
   return nanos;
 }
@@ -63,7 +65,7 @@ function report(best) {
     '## napi-rs addons (dlbridge-napi)',
     '',
     `Measured ${new Date().toISOString().slice(0, 10)} by \`examples/napi-addon/bench/bench_arguments.js\` ` +
-      `(best of ${BATCHES} interleaved batches of ${CALLS_PER_BATCH.toLocaleString('en')} calls; arrays hold 16 float32). ` +
+      `(best of ${BATCHES} interleaved batches of ${CALLS_PER_BATCH.toLocaleString('en')} calls, in process CPU time; arrays hold 16 float32). ` +
       '`tensorops.length` is a `#[napi]` function taking one `JsTensorRef<\'_, f32>` and returning its length; ' +
       '`tensorops.lengthPlain` takes napi-rs\'s `Float32Array`, `tensorops.lengthSlice` its `&[f32]`.',
     `Machine: ${cpu} (${os.cpus().length} cores), ${process.platform} ${process.arch}, Node ${process.version}.`,

@@ -1,6 +1,7 @@
-//! [`SharedTensor`]: one tensor and what keeps its memory alive, shared (through `Arc`) by every
-//! JS `Tensor` object, external ArrayBuffer and exported managed tensor that uses it. The
-//! producer's memory is released when the last of them lets go.
+//! [`LiveTensor`]: one live tensor of the addon and what keeps its memory alive, shared (through
+//! `Arc`) by every JS `Tensor` object, external ArrayBuffer and exported managed tensor that uses
+//! it. The producer's memory is released when the last of them lets go (counted as live, then
+//! released, in `diagnostics()`).
 
 use std::sync::Arc;
 
@@ -9,29 +10,29 @@ use dlbridge::{AsTensorView, Tensor, TensorView};
 use crate::diagnostics::{LIVE_TENSORS, RELEASED_TENSORS};
 use crate::errors::Outcome;
 use crate::js_memory::JsMemory;
-use crate::node_api::Scope;
+use dlbridge_napi::node_api::Scope;
 
 /// A tensor and its memory's keeper.
-pub(crate) struct SharedTensor {
+pub(crate) struct LiveTensor {
     tensor: Tensor,
     /// The JS buffer under a tensor made by `fromTypedArray` (its owner in `tensor` is `()`).
     js_memory: Option<JsMemory>,
 }
 
-impl SharedTensor {
+impl LiveTensor {
     /// Shares a tensor whose owner keeps its memory (Rust-made or imported).
-    pub(crate) fn native(tensor: Tensor) -> Arc<SharedTensor> {
+    pub(crate) fn native(tensor: Tensor) -> Arc<LiveTensor> {
         Self::new(tensor, None)
     }
 
     /// Shares a tensor over a pinned JS buffer.
-    pub(crate) fn over_js(tensor: Tensor, memory: JsMemory) -> Arc<SharedTensor> {
+    pub(crate) fn over_js(tensor: Tensor, memory: JsMemory) -> Arc<LiveTensor> {
         Self::new(tensor, Some(memory))
     }
 
-    fn new(tensor: Tensor, js_memory: Option<JsMemory>) -> Arc<SharedTensor> {
+    fn new(tensor: Tensor, js_memory: Option<JsMemory>) -> Arc<LiveTensor> {
         LIVE_TENSORS.increment();
-        Arc::new(SharedTensor { tensor, js_memory })
+        Arc::new(LiveTensor { tensor, js_memory })
     }
 
     /// The tensor.
@@ -59,13 +60,13 @@ impl SharedTensor {
     }
 }
 
-impl AsTensorView for SharedTensor {
+impl AsTensorView for LiveTensor {
     fn view(&self) -> TensorView<'_> {
-        SharedTensor::view(self)
+        LiveTensor::view(self)
     }
 }
 
-impl Drop for SharedTensor {
+impl Drop for LiveTensor {
     fn drop(&mut self) {
         LIVE_TENSORS.decrement();
         RELEASED_TENSORS.increment();

@@ -1,5 +1,6 @@
-//! Deferred release: tensors over caller memory whose release is recorded in a queue instead of
-//! calling back into the caller, for hosts that must not be entered from foreign threads.
+//! Release queues: tensors over caller memory whose release is recorded in a queue instead of
+//! calling back into the caller (deferred release), for hosts that must not be entered from
+//! foreign threads.
 //!
 //! A consumer may drop the last reference to a tensor on any thread (a Python or Rust worker,
 //! say). A `dlb_release_fn` then runs on that thread, which some runtimes cannot survive (a Julia
