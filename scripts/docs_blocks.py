@@ -493,12 +493,24 @@ def main() -> int:
     runner = Runner()
     counts: dict[str, list[int]] = {}
     failures = 0
+    # With --lang, the tutorial crates that the selected blocks call are still built.
+    needed_crates = {
+        crate_of(block)
+        for path in documents
+        for block in parse_blocks(path)
+        if args.lang and block.lang in args.lang
+    } - {None}
     for path in documents:
         for block in parse_blocks(path):
             shown = os.path.relpath(block.path, repo) + f":{block.line}"
             if block.lang not in RUNNABLE:
                 continue
             if args.lang and block.lang not in args.lang:
+                if block.lang == "rust" and crate_of(block) in needed_crates and not args.list:
+                    problem = runner.run(block)
+                    if problem is not None:
+                        failures += 1
+                        print(f"FAILED       {block.lang:6} {shown}: {problem}", flush=True)
                 continue
             if args.python_imports_only is not None:
                 allowed = set(args.python_imports_only.split(",")) | set(sys.stdlib_module_names)
