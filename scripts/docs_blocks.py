@@ -506,7 +506,8 @@ def main() -> int:
             if block.lang not in RUNNABLE:
                 continue
             if args.lang and block.lang not in args.lang:
-                if block.lang == "rust" and crate_of(block) in needed_crates and not (args.list or args.extract):
+                builds = block.lang == "rust" and crate_of(block) in needed_crates
+                if builds and not (args.list or args.extract):
                     problem = runner.run(block)
                     if problem is not None:
                         failures += 1
