@@ -5,7 +5,7 @@
 
 use crate::dtype::{DataType, Element};
 use crate::error::{Error, Result};
-use crate::layout::Order;
+use crate::layout::{self, Order};
 use crate::view::TensorView;
 
 impl TensorView<'_> {
@@ -44,11 +44,8 @@ impl TensorView<'_> {
 
     /// The byte of the one-byte element at `index` (in bounds, host memory).
     pub(crate) fn bool_byte(&self, index: &[usize]) -> u8 {
-        let offset: isize = index
-            .iter()
-            .zip(self.strides())
-            .map(|(&i, &s)| i as isize * s as isize)
-            .sum();
+        let offset = layout::element_offset(self.shape(), self.strides(), index)
+            .expect("an in-bounds index (the caller's contract)");
         // SAFETY: the index is in bounds (the caller's contract), so the one-byte element lies
         // inside the validated span, readable host memory for the view's lifetime.
         unsafe { self.data_ptr().offset(offset).read() }

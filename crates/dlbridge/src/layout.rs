@@ -226,6 +226,28 @@ pub(crate) fn element_span(
     }
 }
 
+/// The offset, in elements, of the element at `index` (one index per dimension) from element 0
+/// of a tensor with `shape` and `strides` (in elements); `None` when `index` does not have one
+/// entry per dimension or an entry is out of bounds.
+///
+/// For a validated tensor the offset of an in-bounds element lies inside its byte span, so the
+/// sum cannot overflow.
+pub fn element_offset(shape: &[i64], strides: &[i64], index: &[usize]) -> Option<isize> {
+    let in_bounds = index.len() == shape.len()
+        && strides.len() == shape.len()
+        && index
+            .iter()
+            .zip(shape)
+            .all(|(&i, &d)| i64::try_from(i).is_ok_and(|i| i < d));
+    in_bounds.then(|| {
+        index
+            .iter()
+            .zip(strides)
+            .map(|(&i, &s)| i as isize * s as isize)
+            .sum()
+    })
+}
+
 /// Checks that `strides` has one entry per dimension.
 pub fn check_strides_len(shape: &[i64], strides: &[i64]) -> Result<()> {
     if shape.len() == strides.len() {
@@ -297,6 +319,20 @@ mod tests {
         );
         assert!(packed_byte_span(&[i64::MAX], &[1], 12, 0).is_err());
         assert!(packed_byte_span(&[2], &[1], 4, u64::MAX).is_err());
+    }
+
+    #[test]
+    fn element_offset_follows_strides_and_refuses_out_of_bounds_indices() {
+        assert_eq!(element_offset(&[2, 3], &[3, 1], &[1, 2]), Some(5));
+        assert_eq!(element_offset(&[2, 3], &[1, 2], &[1, 2]), Some(5));
+        assert_eq!(element_offset(&[2, 3], &[-3, 1], &[1, 0]), Some(-3));
+        assert_eq!(element_offset(&[4], &[0], &[3]), Some(0));
+        assert_eq!(element_offset(&[], &[], &[]), Some(0));
+        assert_eq!(element_offset(&[2, 3], &[3, 1], &[2, 0]), None);
+        assert_eq!(element_offset(&[2, 3], &[3, 1], &[1]), None);
+        assert_eq!(element_offset(&[2, 3], &[3, 1], &[0, 0, 0]), None);
+        assert_eq!(element_offset(&[2], &[1], &[usize::MAX]), None);
+        assert_eq!(element_offset(&[0], &[1], &[0]), None);
     }
 
     #[test]

@@ -186,18 +186,12 @@ impl<'a> TensorView<'a> {
     pub fn read_at<T: Element>(&self, index: &[usize]) -> Result<T> {
         self.require_dtype::<T>()?;
         self.require_host()?;
-        if index.len() != self.ndim() || index.iter().zip(self.shape).any(|(&i, &d)| i as i64 >= d)
-        {
-            return Err(Error::UnsupportedLayout(format!(
+        let offset = layout::element_offset(self.shape, self.strides, index).ok_or_else(|| {
+            Error::UnsupportedLayout(format!(
                 "index {index:?} out of bounds for shape {:?}",
                 self.shape
-            )));
-        }
-        let offset: isize = index
-            .iter()
-            .zip(self.strides)
-            .map(|(&i, &s)| i as isize * s as isize)
-            .sum();
+            ))
+        })?;
         if T::DTYPE == DataType::BOOL {
             let byte = self.bool_byte(index);
             if byte > 1 {
