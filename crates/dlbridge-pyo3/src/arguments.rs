@@ -16,7 +16,7 @@ use pyo3::prelude::*;
 
 use crate::argument_errors::argument_error;
 use crate::autograd;
-use crate::buffer::LentBuffer;
+use crate::buffer_import::LentBuffer;
 use crate::errors::to_py_err;
 use crate::import::{import, Source};
 
