@@ -24,6 +24,7 @@ fn panic_to_err(payload: Box<dyn std::any::Any + Send>) -> PyErr {
 ///
 /// # Safety
 /// The calling thread holds the GIL (CPython calls the entry point with it held).
+#[inline]
 pub(crate) unsafe fn object_entry(
     body: impl for<'py> FnOnce(Python<'py>) -> PyResult<Bound<'py, PyAny>>,
 ) -> *mut ffi::PyObject {
@@ -46,6 +47,7 @@ pub(crate) unsafe fn object_entry(
 ///
 /// # Safety
 /// The calling thread holds the GIL.
+#[inline]
 pub(crate) unsafe fn status_entry(
     body: impl for<'py> FnOnce(Python<'py>) -> PyResult<()>,
 ) -> c_int {

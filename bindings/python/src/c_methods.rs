@@ -92,6 +92,7 @@ impl<'a, 'py> Arguments<'a, 'py> {
     /// # Safety
     /// `args` holds `nargs` positional arguments followed by one value per entry of `kwnames`
     /// (a tuple of str, or NULL), all borrowed for `'a`, as CPython passes them.
+    #[inline]
     pub(crate) unsafe fn new(
         py: Python<'py>,
         args: *const *mut ffi::PyObject,
@@ -122,6 +123,7 @@ impl<'a, 'py> Arguments<'a, 'py> {
     }
 
     /// The positional arguments, checked to be exactly `N` for function `name`.
+    #[inline]
     pub(crate) fn positional<const N: usize>(
         &self,
         name: &str,
@@ -140,6 +142,7 @@ impl<'a, 'py> Arguments<'a, 'py> {
     }
 
     /// Up to `N` positional arguments for function `name`, the missing ones `None`.
+    #[inline]
     pub(crate) fn optional_positional<const N: usize>(
         &self,
         name: &str,
@@ -164,6 +167,7 @@ impl<'a, 'py> Arguments<'a, 'py> {
     ///
     /// A call site passes the same keyword-name tuple every time, so the name-to-slot mapping is
     /// remembered per tuple in `cache`; only a new tuple is resolved by comparing names.
+    #[inline]
     pub(crate) fn keywords<const N: usize>(
         &self,
         function: &str,

@@ -38,6 +38,7 @@ pub fn lookup_symbol(_name: &CStr) -> Option<*mut c_void> {
 ///
 /// # Safety
 /// Every symbol in `names` that an interpreter exports is a function of type `F`.
+#[inline]
 unsafe fn find<F: Copy>(found: &'static OnceLock<Option<F>>, names: &[&CStr]) -> Option<F> {
     const { assert!(std::mem::size_of::<F>() == std::mem::size_of::<*mut c_void>()) };
     *found.get_or_init(|| {
@@ -60,6 +61,7 @@ pub type VectorcallMethodFn = unsafe extern "C" fn(
 ) -> *mut ffi::PyObject;
 
 /// `PyObject_VectorcallMethod` (exported by every CPython from 3.9, limited API from 3.12).
+#[inline]
 pub fn vectorcall_method() -> Option<VectorcallMethodFn> {
     static FOUND: OnceLock<Option<VectorcallMethodFn>> = OnceLock::new();
     // SAFETY: the symbol is `VectorcallMethodFn` in every CPython that exports it.
@@ -70,6 +72,7 @@ pub fn vectorcall_method() -> Option<VectorcallMethodFn> {
 pub type TypeFreezeFn = unsafe extern "C" fn(*mut ffi::PyTypeObject) -> c_int;
 
 /// `PyType_Freeze` (CPython 3.14+).
+#[inline]
 pub fn type_freeze() -> Option<TypeFreezeFn> {
     static FOUND: OnceLock<Option<TypeFreezeFn>> = OnceLock::new();
     // SAFETY: the symbol is `int PyType_Freeze(PyTypeObject *)`.
@@ -82,6 +85,7 @@ pub type QueryFn = unsafe extern "C" fn() -> c_int;
 /// `PyGILState_Check` (outside the limited API): 1 when this thread's GIL-state thread state is
 /// the current one; also 1 when no GIL-state machinery is set up (before initialisation, after
 /// finalisation), so ask `PyGILState_GetThisThreadState` first.
+#[inline]
 pub fn gil_state_check() -> Option<QueryFn> {
     static FOUND: OnceLock<Option<QueryFn>> = OnceLock::new();
     // SAFETY: the symbol is `int PyGILState_Check(void)` in every CPython 3.
@@ -90,6 +94,7 @@ pub fn gil_state_check() -> Option<QueryFn> {
 
 /// `Py_IsFinalizing` (public from 3.13) or its older name `_Py_IsFinalizing`: nonzero while the
 /// interpreter shuts down.
+#[inline]
 pub fn is_finalizing() -> Option<QueryFn> {
     static FOUND: OnceLock<Option<QueryFn>> = OnceLock::new();
     // SAFETY: both symbols are `int (*)(void)` in every CPython that exports them.

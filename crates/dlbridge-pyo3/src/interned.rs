@@ -38,8 +38,19 @@ pub struct Interned {
 
 static INTERNED: PyOnceLock<Interned> = PyOnceLock::new();
 
-/// The shared objects, made on first use.
+/// The shared objects, made on first use (inlined into callers, hot paths of other crates
+/// included; making them is out of line).
+#[inline]
 pub fn get(py: Python<'_>) -> &'static Interned {
+    match INTERNED.get(py) {
+        Some(interned) => interned,
+        None => init(py),
+    }
+}
+
+/// Makes the shared objects.
+#[cold]
+fn init(py: Python<'_>) -> &'static Interned {
     INTERNED.get_or_init(py, || {
         let name = |s: &str| PyString::intern(py, s).unbind();
         let max_version = name("max_version");
