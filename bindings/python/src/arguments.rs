@@ -9,7 +9,6 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyInt, PyString, PyTuple};
 
 use crate::errors::{to_py_err, type_error, value_error};
-use crate::fastcall::given;
 
 /// `copy`: None (copy only if needed), True (always copy) or False (never copy).
 pub(crate) fn copy_policy(copy: Option<Borrowed<'_, '_, PyAny>>) -> PyResult<Option<bool>> {
@@ -128,4 +127,11 @@ pub(crate) fn device(value: Option<Borrowed<'_, '_, PyAny>>) -> PyResult<Option<
     Device::from_raw(raw)
         .map(Some)
         .map_err(|e| value_error(e.to_string()))
+}
+
+/// A keyword argument with `None` mapped to absent.
+pub(crate) fn given<'a, 'py>(
+    arg: Option<Borrowed<'a, 'py, PyAny>>,
+) -> Option<Borrowed<'a, 'py, PyAny>> {
+    arg.filter(|v| !v.is_none())
 }

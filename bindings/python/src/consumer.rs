@@ -30,9 +30,9 @@ use pyo3::types::{PyBool, PyModule, PyString, PyTuple};
 use smallvec::SmallVec;
 
 use crate::arguments;
+use crate::c_entry::object_entry;
+use crate::c_methods::{Arguments, KeywordCache, MethodDef};
 use crate::errors::{buffer_error, to_py_err, type_error, value_error};
-use crate::fastcall::{object_entry, Arguments, KeywordCache, MethodDef};
-use crate::interned;
 use crate::tensor::{new_tensor, TensorData};
 use crate::tensor_api::device_pair;
 
@@ -243,13 +243,20 @@ fn dunder_dlpack<'py>(
     if let Some(copy) = &copy {
         values.push(copy.as_borrowed());
     }
-    let kwnames = interned::get().kwnames[usize::from(request.device.is_some())]
-        [usize::from(request.copy.is_some())]
+    let kwnames = dlbridge_pyo3::interned::get(py).dunder_dlpack_kwnames
+        [usize::from(request.device.is_some())][usize::from(request.copy.is_some())]
     .bind(py);
     call_dunder_dlpack(x, &values, Some(kwnames))
 }
 
-/// The `from_dlpack` function definition.
+/// The `from_dlpack` function definition: a hand-written `METH_FASTCALL | METH_KEYWORDS`
+/// function rather than a `#[pyfunction]`, because it is measurably faster. Measured in one
+/// process against a `#[pyfunction]` of the same signature and body (Python 3.11, numpy 2.4.6,
+/// 16 float32; best of 40 interleaved rounds of 20,000 calls, three runs): 133–145 ns against
+/// 147–164 ns per call for a numpy array (pyo3: +10–13 %), 134–152 ns against 158–169 ns for a
+/// `dlbridge.Tensor`, and 138–154 ns against 182–195 ns with `copy=None` (+27–32 %). pyo3's
+/// wrapper adds its trampoline (a thread-local attach count, the reference-pool check) and matches
+/// keyword names by comparing their UTF-8 text; this one matches interned names by identity.
 static FROM_DLPACK: MethodDef = MethodDef::fastcall(
     c"from_dlpack",
     from_dlpack_entry,
@@ -278,7 +285,7 @@ unsafe extern "C" fn from_dlpack_entry(
         object_entry(|py| {
             let args = Arguments::new(py, args, nargs, kwnames);
             let [x] = args.positional::<1>("from_dlpack")?;
-            let i = interned::get();
+            let i = dlbridge_pyo3::interned::get(py);
             let [device, copy] = args.keywords(
                 "from_dlpack",
                 [(&i.device, c"device"), (&i.copy, c"copy")],

@@ -1,38 +1,10 @@
-//! Element-level views of tensor memory for Python: buffer-protocol format strings and
-//! conversion of elements to Python scalars (`tolist`).
-
-use std::ffi::CStr;
+//! Conversion of a tensor's elements to Python scalars (`tolist`).
 
 use dlbridge::{DataType, DataTypeCode, TensorView};
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyComplex, PyFloat, PyList};
 
 use crate::errors::{to_py_err, type_error};
-
-/// The `struct`-module format of one element of `dtype`, for the buffer protocol; `None` for
-/// dtypes Python has no format for (bfloat16, float8 variants, handles, vectors).
-pub(crate) fn struct_format(dtype: DataType) -> Option<&'static CStr> {
-    if dtype.lanes() != 1 {
-        return None;
-    }
-    Some(match (dtype.code(), dtype.bits()) {
-        (DataTypeCode::Bool, 8) => c"?",
-        (DataTypeCode::Int, 8) => c"b",
-        (DataTypeCode::Int, 16) => c"h",
-        (DataTypeCode::Int, 32) => c"i",
-        (DataTypeCode::Int, 64) => c"q",
-        (DataTypeCode::UInt, 8) => c"B",
-        (DataTypeCode::UInt, 16) => c"H",
-        (DataTypeCode::UInt, 32) => c"I",
-        (DataTypeCode::UInt, 64) => c"Q",
-        (DataTypeCode::Float, 16) => c"e",
-        (DataTypeCode::Float, 32) => c"f",
-        (DataTypeCode::Float, 64) => c"d",
-        (DataTypeCode::Complex, 64) => c"Zf",
-        (DataTypeCode::Complex, 128) => c"Zd",
-        _ => return None,
-    })
-}
 
 /// Converts the element at a pointer to a Python scalar.
 ///

@@ -1,39 +1,40 @@
 //! Python bindings of dlbridge: the extension module `dlbridge._dlbridge` behind the `dlbridge`
-//! package (abi3, CPython >= 3.9).
+//! package (abi3, CPython >= 3.11), built on `dlbridge-pyo3` (its import building blocks, its
+//! CPython layer `dlbridge_pyo3::ffi` and its interned names).
 //!
-//! - `consumer`: `from_dlpack` (raw capsules, the C exchange API, `__dlpack__`).
+//! - `consumer`: `from_dlpack` (raw capsules, the C exchange API, `__dlpack__`), a pyo3 function.
 //! - `producer`: `Tensor.__dlpack__` and zero-copy exports.
-//! - `exchange_api`: our `__dlpack_c_exchange_api__` table and the per-type cache of others'.
+//! - `exchange_api_export`: our `__dlpack_c_exchange_api__` table (producers' tables are read by
+//!   `dlbridge-pyo3`).
 //! - `tensor`: the `Tensor` type (built with `PyType_FromSpec`); `tensor_api`: its attributes;
-//!   `constructors`: `empty` / `arange`.
+//!   `c_methods`: its methods' definitions and argument parsing; `c_entry`: the error and panic
+//!   guard of every C entry point; `constructors`: `empty` / `arange`.
 //! - `shared`: `empty_shared` / `to_shared` / `from_shared`, tensors in shared-memory segments.
-//! - `buffer`: the buffer protocol; `capsule`: capsule naming and ownership.
+//! - `buffer_export`: the Tensor's buffers (the buffer protocol, exporting side); `capsule`:
+//!   capsule naming and ownership; `elements`: `tolist`.
 //! - `pickling`: `pickle` (protocol 5 out of band), `copy.copy`, `copy.deepcopy`.
 //! - `errors`: core errors as Python exceptions (dlbridge-pyo3's mapping, plus shared memory).
+//! - `gil_anywhere`: releasing memory that needs the GIL from any thread.
 //! - `diagnostics`: `dlbridge.diagnostics()`, live counts for leak hunting.
 //! - `testing` (cargo feature `testing`, test builds only, never in a shipped wheel):
 //!   `dlbridge._dlbridge._testing`, a producer of capsules with a counting deleter and
 //!   deliberately invalid metadata.
-//!
-//! The two hot entry points (`from_dlpack`, `Tensor.__dlpack__`) are `METH_FASTCALL` functions
-//! written against the C API (`fastcall`), because an abi3-py39 pyo3 build would route them
-//! through tuple-and-dict calls; `cpython` holds the few ABI pieces the 3.9 limited API lacks.
 
 use pyo3::prelude::*;
 
 mod arguments;
-mod buffer;
+mod buffer_export;
+mod c_entry;
+mod c_methods;
 mod capsule;
 mod constructors;
 mod consumer;
-mod cpython;
 mod diagnostics;
 mod elements;
 mod errors;
-mod exchange_api;
-mod fastcall;
+mod exchange_api_export;
+mod gil_anywhere;
 mod gil_cell;
-mod interned;
 mod pickling;
 mod producer;
 mod shared;
@@ -46,9 +47,8 @@ mod testing;
 #[pymodule]
 fn _dlbridge(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
-    interned::init(py)?;
     let ty = tensor::create_type(py)?;
-    exchange_api::install(&ty)?;
+    exchange_api_export::install(&ty)?;
     // Immutable once its class attributes are set: no `__new__` or other slot can be replaced.
     dlbridge_pyo3::make_immutable(&ty)?;
     m.add("Tensor", ty)?;

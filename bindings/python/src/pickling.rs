@@ -25,8 +25,8 @@ use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyMemoryView, PyTuple};
 
+use crate::c_methods::MethodDef;
 use crate::errors::{to_py_err, type_error, value_error};
-use crate::fastcall::{Arguments, KeywordCache, MethodDef};
 use crate::tensor::{new_tensor, TensorData, TensorRef};
 use crate::tensor_api::with_tensor;
 
@@ -290,49 +290,47 @@ pub(crate) fn tensor_from_pickle<'py>(
     new_tensor(py, TensorData::Owned(Box::new(tensor)))
 }
 
-/// Keyword-name tuples seen by the methods below (none accepted).
-static NO_KEYWORDS: KeywordCache = KeywordCache::new();
-
 /// `__reduce_ex__(protocol, /)`.
 unsafe extern "C" fn reduce_ex(
     slf: *mut ffi::PyObject,
-    args: *const *mut ffi::PyObject,
-    nargs: ffi::Py_ssize_t,
-    kwnames: *mut ffi::PyObject,
+    protocol: *mut ffi::PyObject,
 ) -> *mut ffi::PyObject {
-    // SAFETY: a fastcall method of our type.
+    // SAFETY: a METH_O method of our type: `protocol` is a live, borrowed argument.
     unsafe {
         with_tensor(slf, |py, t| {
-            let args = Arguments::new(py, args, nargs, kwnames);
-            let [protocol] = args.positional::<1>("__reduce_ex__")?;
-            let [] = args.keywords("__reduce_ex__", [], &NO_KEYWORDS)?;
+            let protocol = Borrowed::from_ptr(py, protocol);
             reduce(py, t, protocol.extract()?)
         })
     }
 }
 
-/// `__copy__()` and `__deepcopy__(memo, /)`: a copy of the memory.
+/// `__copy__()`.
 unsafe extern "C" fn copy_method(
     slf: *mut ffi::PyObject,
-    args: *const *mut ffi::PyObject,
-    nargs: ffi::Py_ssize_t,
-    kwnames: *mut ffi::PyObject,
+    _: *mut ffi::PyObject,
 ) -> *mut ffi::PyObject {
-    // SAFETY: a fastcall method of our type.
-    unsafe {
-        with_tensor(slf, |py, t| {
-            let args = Arguments::new(py, args, nargs, kwnames);
-            let [_memo] = args.optional_positional::<1>("__deepcopy__")?;
-            let [] = args.keywords("__deepcopy__", [], &NO_KEYWORDS)?;
-            let view = t.view();
-            require_cpu(&view)?;
-            new_tensor(py, TensorData::Owned(Box::new(copy_tensor(&view)?)))
-        })
-    }
+    // SAFETY: a METH_NOARGS method of our type.
+    unsafe { with_tensor(slf, copy_object) }
+}
+
+/// `__deepcopy__(memo, /)`.
+unsafe extern "C" fn deepcopy_method(
+    slf: *mut ffi::PyObject,
+    _memo: *mut ffi::PyObject,
+) -> *mut ffi::PyObject {
+    // SAFETY: a METH_O method of our type.
+    unsafe { with_tensor(slf, copy_object) }
+}
+
+/// A new `dlbridge.Tensor` over a copy of `t`'s memory.
+fn copy_object<'py>(py: Python<'py>, t: TensorRef<'_, 'py>) -> PyResult<Bound<'py, PyAny>> {
+    let view = t.view();
+    require_cpu(&view)?;
+    new_tensor(py, TensorData::Owned(Box::new(copy_tensor(&view)?)))
 }
 
 /// The methods, for the Tensor type's method table.
-pub(crate) const REDUCE_EX: MethodDef = MethodDef::fastcall(
+pub(crate) const REDUCE_EX: MethodDef = MethodDef::one_arg(
     c"__reduce_ex__",
     reduce_ex,
     c"__reduce_ex__($self, protocol, /)\n--\n\nPickle support: protocol 5 sends the memory as an \
@@ -340,7 +338,7 @@ out-of-band pickle.PickleBuffer (no copy); lower protocols copy it into bytes.",
 );
 
 /// `__copy__`.
-pub(crate) const COPY: MethodDef = MethodDef::fastcall(
+pub(crate) const COPY: MethodDef = MethodDef::noargs(
     c"__copy__",
     copy_method,
     c"__copy__($self, /)\n--\n\nA copy of the memory (copy.copy): same dtype, shape and values; \
@@ -348,8 +346,8 @@ dense layouts keep their strides, others become C-contiguous; read-only stays re
 );
 
 /// `__deepcopy__`.
-pub(crate) const DEEPCOPY: MethodDef = MethodDef::fastcall(
+pub(crate) const DEEPCOPY: MethodDef = MethodDef::one_arg(
     c"__deepcopy__",
-    copy_method,
+    deepcopy_method,
     c"__deepcopy__($self, memo, /)\n--\n\nAs __copy__ (a tensor holds no Python objects).",
 );

@@ -9,13 +9,13 @@ use pyo3::exceptions::PyMemoryError;
 use pyo3::ffi;
 use pyo3::prelude::*;
 
-use crate::arguments::{copy_policy, int_pair, major_version};
+use crate::arguments::{copy_policy, given, int_pair, major_version};
+use crate::c_entry::object_entry;
+use crate::c_methods::{Arguments, KeywordCache, MethodDef};
 use crate::capsule::{into_capsule, Export};
-use crate::cpython::with_gil_anywhere;
 use crate::diagnostics::{CountedExport, Live};
 use crate::errors::{buffer_error, to_py_err, type_error, value_error};
-use crate::fastcall::{given, object_entry, Arguments, KeywordCache, MethodDef};
-use crate::interned;
+use crate::gil_anywhere::with_gil_anywhere;
 use crate::tensor::TensorRef;
 use crate::tensor_api::device_pair;
 
@@ -251,7 +251,7 @@ unsafe extern "C" fn dlpack_entry(
         object_entry(|py| {
             let args = Arguments::new(py, args, nargs, kwnames);
             args.positional::<0>("__dlpack__")?;
-            let i = interned::get();
+            let i = dlbridge_pyo3::interned::get(py);
             let [stream, max_version, dl_device, copy] = args.keywords(
                 "__dlpack__",
                 [

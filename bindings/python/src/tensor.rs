@@ -3,8 +3,8 @@
 //! Importing a tensor creates one object, so its life cycle is on the hot path: a plain,
 //! non-GC object (it holds no Python references a collector could follow) costs one
 //! `PyObject_Malloc` and one `PyObject_Free`, where pyo3's class machinery costs about as much as
-//! the rest of an import. The type spec also declares the buffer slots directly, which the abi3
-//! pyo3 build cannot. Its attributes live in [`crate::tensor_api`].
+//! the rest of an import. The type spec declares the buffer slots (`Py_buffer` and the
+//! `Py_bf_*` slots come from `pyo3::ffi`). Its attributes live in [`crate::tensor_api`].
 
 use std::ffi::{c_int, c_void};
 use std::mem::MaybeUninit;
@@ -18,7 +18,7 @@ use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::PyType;
 
-use crate::buffer;
+use crate::buffer_export;
 use crate::diagnostics::Live;
 use crate::errors::type_error;
 use crate::tensor_api;
@@ -99,10 +99,13 @@ pub(crate) fn create_type(py: Python<'_>) -> PyResult<Bound<'_, PyType>> {
         slot(ffi::Py_tp_methods, tensor_api::methods()),
         slot(ffi::Py_tp_getset, tensor_api::getset()),
         slot(ffi::Py_tp_members, members.as_mut_ptr().cast()),
-        slot(ffi::Py_bf_getbuffer, buffer::GET_BUFFER as *mut c_void),
+        slot(
+            ffi::Py_bf_getbuffer,
+            buffer_export::GET_BUFFER as *mut c_void,
+        ),
         slot(
             ffi::Py_bf_releasebuffer,
-            buffer::RELEASE_BUFFER as *mut c_void,
+            buffer_export::RELEASE_BUFFER as *mut c_void,
         ),
         ffi::PyType_Slot::default(),
     ];
@@ -118,7 +121,7 @@ pub(crate) fn create_type(py: Python<'_>) -> PyResult<Bound<'_, PyType>> {
     };
     // SAFETY: a complete spec; the method and getset tables are statics (CPython keeps pointers
     // to them), the member table and the slots are copied during the call; buffer slots in specs
-    // are honoured from CPython 3.9, our floor.
+    // are honoured from CPython 3.9 (our floor is 3.11).
     let ty = unsafe { Bound::from_owned_ptr_or_err(py, ffi::PyType_FromSpec(&mut spec))? };
     let ty = ty.cast_into::<PyType>()?;
     // Keep one reference forever: instances may outlive the module object.

@@ -9,10 +9,11 @@ use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::{PyString, PyTuple};
 
+use crate::arguments::given;
+use crate::c_entry::object_entry;
+use crate::c_methods::{Arguments, KeywordCache, MethodDef};
 use crate::elements;
 use crate::errors::{to_py_err, type_error};
-use crate::fastcall::{given, object_entry, Arguments, KeywordCache, MethodDef};
-use crate::interned;
 use crate::pickling;
 use crate::producer;
 use crate::tensor::{new_tensor, TensorData, TensorRef};
@@ -199,7 +200,7 @@ unsafe extern "C" fn copy(
         with_tensor(slf, |py, t| {
             let args = Arguments::new(py, args, nargs, kwnames);
             let [positional] = args.optional_positional::<1>("copy")?;
-            let i = interned::get();
+            let i = dlbridge_pyo3::interned::get(py);
             let [keyword] = args.keywords("copy", [(&i.order, c"order")], &COPY_KEYWORDS)?;
             if positional.is_some() && keyword.is_some() {
                 return Err(type_error(

@@ -16,7 +16,7 @@ use pyo3::prelude::*;
 
 use crate::argument_errors::argument_error;
 use crate::autograd;
-use crate::buffer::LentBuffer;
+use crate::buffer_import::LentBuffer;
 use crate::errors::to_py_err;
 use crate::import::{import, Source};
 
@@ -287,17 +287,12 @@ impl<'py> Typed<'py> {
 
 /// The element offset of `index`, or IndexError.
 fn element_offset(view: &TensorView<'_>, index: &[usize]) -> PyResult<isize> {
-    if index.len() != view.ndim() || index.iter().zip(view.shape()).any(|(&i, &d)| i as i64 >= d) {
-        return Err(PyIndexError::new_err(format!(
+    dlbridge::layout::element_offset(view.shape(), view.strides(), index).ok_or_else(|| {
+        PyIndexError::new_err(format!(
             "index {index:?} is out of bounds for shape {:?}",
             view.shape()
-        )));
-    }
-    Ok(index
-        .iter()
-        .zip(view.strides())
-        .map(|(&i, &s)| i as isize * s as isize)
-        .sum())
+        ))
+    })
 }
 
 /// A read-only tensor argument of element type `T` on the CPU, checked at extraction:

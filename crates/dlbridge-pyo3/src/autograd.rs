@@ -13,7 +13,7 @@ use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::PyType;
 
-use crate::import::interned;
+use crate::interned;
 
 /// How a type's instances answer `requires_grad`.
 pub(crate) enum GradAttr {
@@ -32,7 +32,7 @@ impl GradAttr {
     /// What `ty` offers (runs Python code: attribute lookups a metaclass can intercept).
     pub(crate) fn probe(ty: &Bound<'_, PyType>) -> GradAttr {
         let py = ty.py();
-        let found = match ty.getattr(interned(py).requires_grad.bind(py)) {
+        let found = match ty.getattr(interned::get(py).requires_grad.bind(py)) {
             Ok(found) => found,
             Err(err) if err.is_instance_of::<PyAttributeError>(py) => return GradAttr::Absent,
             // A lookup that failed otherwise may still answer on instances: ask them.
@@ -82,7 +82,7 @@ impl GradAttr {
 /// judged counts as true.
 pub(crate) fn requires_grad(obj: &Bound<'_, PyAny>) -> bool {
     let py = obj.py();
-    obj.getattr(interned(py).requires_grad.bind(py))
+    obj.getattr(interned::get(py).requires_grad.bind(py))
         .and_then(|v| v.is_truthy())
         .unwrap_or(true)
 }

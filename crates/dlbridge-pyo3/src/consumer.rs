@@ -17,13 +17,13 @@
 use dlbridge::ManagedTensor;
 use pyo3::prelude::*;
 
-pub use crate::buffer::LentBuffer;
+pub use crate::buffer_import::LentBuffer;
 pub use crate::capsule::{consume_capsule, is_capsule};
-pub use crate::exchange_api::{ExchangeApi, ExchangeEntry, FromPyObjectFn, CAPSULE_NAME};
+pub use crate::exchange_api_import::{ExchangeApi, ExchangeEntry, FromPyObjectFn, CAPSULE_NAME};
+pub use crate::ffi::lookup_symbol;
 pub use crate::import::call_dunder_dlpack;
-pub use crate::symbols::lookup_symbol;
 
-use crate::types::{lookup, Known};
+use crate::type_cache::{lookup, Known};
 
 /// What a producer's type offers for importing its instances, learned on first sight and cached
 /// for the life of the process (64 types; others are probed on every call).

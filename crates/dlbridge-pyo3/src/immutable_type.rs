@@ -9,26 +9,20 @@
 //! because the limited API of earlier versions has no way to set a type's flags: this sets the
 //! flag on the interpreter the extension runs in.
 
-use std::ffi::{c_int, c_ulong};
+use std::ffi::c_ulong;
 
 use pyo3::exceptions::PyRuntimeError;
 use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::PyType;
 
-use crate::symbols::lookup_symbol;
-
-/// `Py_TPFLAGS_IMMUTABLETYPE` (CPython 3.10+).
-const IMMUTABLE: c_ulong = 1 << 8;
+use crate::ffi::type_freeze;
 
 /// Where `tp_flags` sits in a `PyTypeObject`: after the variable-size object header (reference
 /// count, type, size) and 18 pointer-sized slots (`tp_name` … `tp_as_buffer`), the same in every
 /// CPython 3 release. Builds whose header differs (`Py_TRACE_REFS`) are detected: the value found
 /// there must equal `PyType_GetFlags`.
 const TP_FLAGS_WORD: usize = 3 + 18;
-
-/// `PyType_Freeze` (CPython 3.14+).
-type FreezeFn = unsafe extern "C" fn(*mut ffi::PyTypeObject) -> c_int;
 
 /// Makes `ty`, a heap type whose class attributes are all set, immutable (nothing to do when it
 /// is already). Call it right after creating the type (for a `#[pyclass]`: after
@@ -40,13 +34,12 @@ pub fn make_immutable(ty: &Bound<'_, PyType>) -> PyResult<()> {
     let raw = ty.as_ptr().cast::<ffi::PyTypeObject>();
     // SAFETY: a live type object; PyType_GetFlags reads its flags.
     let flags = unsafe { ffi::PyType_GetFlags(raw) };
-    if flags & IMMUTABLE != 0 {
+    if flags & ffi::Py_TPFLAGS_IMMUTABLETYPE != 0 {
         return Ok(());
     }
-    if let Some(freeze) = lookup_symbol(c"PyType_Freeze") {
-        // SAFETY: CPython's `int PyType_Freeze(PyTypeObject *)`, called with the GIL held on a
-        // live type.
-        let status = unsafe { std::mem::transmute::<*mut std::ffi::c_void, FreezeFn>(freeze)(raw) };
+    if let Some(freeze) = type_freeze() {
+        // SAFETY: CPython's `PyType_Freeze`, called with the GIL held on a live type.
+        let status = unsafe { freeze(raw) };
         return if status == 0 {
             Ok(())
         } else {
@@ -65,7 +58,7 @@ pub fn make_immutable(ty: &Bound<'_, PyType>) -> PyResult<()> {
                 ty.name()?
             )));
         }
-        slot.write(flags | IMMUTABLE);
+        slot.write(flags | ffi::Py_TPFLAGS_IMMUTABLETYPE);
         ffi::PyType_Modified(raw);
     }
     Ok(())

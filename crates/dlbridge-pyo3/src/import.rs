@@ -7,53 +7,19 @@
 
 use std::ptr;
 
-use dlbridge::ffi::{DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION};
 use dlbridge::ManagedTensor;
 use pyo3::exceptions::{PyAttributeError, PyTypeError};
 use pyo3::ffi;
 use pyo3::prelude::*;
-use pyo3::sync::PyOnceLock;
-use pyo3::types::{PyString, PyTuple};
+use pyo3::types::PyTuple;
 
-use crate::buffer::LentBuffer;
+use crate::buffer_import::LentBuffer;
 use crate::capsule::{consume_capsule, is_capsule};
-use crate::exchange_api::ExchangeApi;
+use crate::exchange_api_import::ExchangeApi;
+use crate::ffi::{vectorcall_method, PY_VECTORCALL_ARGUMENTS_OFFSET};
+use crate::interned;
 use crate::pybox::PyBox;
-use crate::symbols::{vectorcall_method, PY_VECTORCALL_ARGUMENTS_OFFSET};
-use crate::types::{lookup, TypeInfo};
-
-/// Python objects made once per process.
-pub(crate) struct Interned {
-    pub(crate) dlpack: Py<PyString>,
-    pub(crate) exchange_api: Py<PyString>,
-    pub(crate) exchange_api_legacy: Py<PyString>,
-    pub(crate) requires_grad: Py<PyString>,
-    /// `(1, 3)`: the highest version this crate reads.
-    version: Py<PyTuple>,
-    /// `("max_version",)`.
-    kwnames: Py<PyTuple>,
-}
-
-static INTERNED: PyOnceLock<Interned> = PyOnceLock::new();
-
-pub(crate) fn interned(py: Python<'_>) -> &'static Interned {
-    INTERNED.get_or_init(py, || {
-        let name = |s: &str| PyString::intern(py, s).unbind();
-        let version = (DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION);
-        Interned {
-            dlpack: name("__dlpack__"),
-            exchange_api: name("__dlpack_c_exchange_api__"),
-            exchange_api_legacy: name("__c_dlpack_exchange_api__"),
-            requires_grad: name("requires_grad"),
-            version: PyTuple::new(py, [version.0, version.1])
-                .expect("a tuple of two ints")
-                .unbind(),
-            kwnames: PyTuple::new(py, [name("max_version")])
-                .expect("a tuple of one str")
-                .unbind(),
-        }
-    })
-}
+use crate::type_cache::{lookup, TypeInfo};
 
 /// An imported tensor: a DLPack managed tensor, or a buffer the producer lends.
 pub(crate) enum Source {
@@ -116,7 +82,7 @@ fn import_unguarded(obj: &Bound<'_, PyAny>, info: &TypeInfo) -> PyResult<Managed
             _ => {}
         }
     }
-    let name = interned(obj.py()).dlpack.bind(obj.py());
+    let name = interned::get(obj.py()).dlpack.bind(obj.py());
     let capsule = match call_dunder_dlpack(obj, &[], None) {
         Err(err) if err.is_instance_of::<PyAttributeError>(obj.py()) => {
             let published = match &info.exchange_api {
@@ -154,8 +120,8 @@ pub fn call_dunder_dlpack<'py>(
     extra_kwnames: Option<&Bound<'py, PyTuple>>,
 ) -> PyResult<Bound<'py, PyAny>> {
     let py = obj.py();
-    let i = interned(py);
-    let kwnames = extra_kwnames.unwrap_or_else(|| i.kwnames.bind(py));
+    let i = interned::get(py);
+    let kwnames = extra_kwnames.unwrap_or_else(|| i.dunder_dlpack_kwnames[0][0].bind(py));
     let result = call_method(obj, i.version.bind(py).as_any(), extra_values, kwnames);
     match result {
         Err(err)
@@ -179,7 +145,7 @@ fn call_method<'py>(
     kwnames: &Bound<'py, PyTuple>,
 ) -> PyResult<Bound<'py, PyAny>> {
     let py = obj.py();
-    let name = interned(py).dlpack.bind(py);
+    let name = interned::get(py).dlpack.bind(py);
     let Some(vectorcall) = vectorcall_method() else {
         let kwargs = pyo3::types::PyDict::new(py);
         let values = std::iter::once(version.as_borrowed()).chain(extra_values.iter().copied());

@@ -107,22 +107,30 @@
 //! one holding anything but 0 or 1 is refused with a `ValueError` naming the element and the
 //! byte (take such data as `u8`).
 
+// `buffer_format`, `ffi` and `interned` are public for the `dlbridge` Python package, which is
+// built on this crate's raw CPython layer (`ffi`: every item `pyo3::ffi` lacks for the 3.11
+// limited API), its dtype ↔ buffer-format table and its interned names; they are not for users.
 mod argument_errors;
 mod arguments;
 mod autograd;
-mod buffer;
+#[doc(hidden)]
+pub mod buffer_format;
+mod buffer_import;
 mod capsule;
 pub mod consumer;
 mod errors;
-mod exchange_api;
+mod exchange_api_import;
 mod export;
+#[doc(hidden)]
+pub mod ffi;
 mod immutable_type;
 mod import;
+#[doc(hidden)]
+pub mod interned;
 pub mod producer;
 mod pybox;
 mod solid_base;
-mod symbols;
-mod types;
+mod type_cache;
 
 pub use arguments::{PyTensor, PyTensorMut, PyTensorRef, ANY_NDIM};
 pub use errors::to_py_err;

@@ -17,7 +17,7 @@ use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::PyType;
 
-use crate::exchange_api::FromPyObjectFn;
+use crate::exchange_api_import::FromPyObjectFn;
 
 /// A shared object (library, extension module or executable) of the process.
 #[derive(Clone, Debug, PartialEq, Eq)]

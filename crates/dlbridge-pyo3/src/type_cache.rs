@@ -11,9 +11,9 @@ use pyo3::prelude::*;
 use pyo3::types::PyType;
 
 use crate::autograd::GradAttr;
-use crate::buffer::{self, LentBuffer};
-use crate::exchange_api::{self, ExchangeApi};
-use crate::import::interned;
+use crate::buffer_import::{self, LentBuffer};
+use crate::exchange_api_import::{self, ExchangeApi};
+use crate::interned;
 
 /// What a type offers for importing its instances.
 pub(crate) struct TypeInfo {
@@ -123,7 +123,7 @@ fn insert(obj: &Bound<'_, PyAny>) -> Known {
 fn type_info(obj: &Bound<'_, PyAny>) -> TypeInfo {
     let ty: Bound<'_, PyType> = obj.get_type();
     let py = ty.py();
-    let exchange_api = exchange_api::probe(&ty);
+    let exchange_api = exchange_api_import::probe(&ty);
     let grad = GradAttr::probe(&ty);
     let autograd = !matches!(grad, GradAttr::Absent);
     TypeInfo {
@@ -132,8 +132,10 @@ fn type_info(obj: &Bound<'_, PyAny>) -> TypeInfo {
         // buffers. Nor do types with autograd, whose buffers cannot say that memory is tracked.
         buffers: !matches!(exchange_api, ExchangeApi::Usable(_))
             && !autograd
-            && buffer::supported(obj)
-            && ty.hasattr(interned(py).dlpack.bind(py)).unwrap_or(false),
+            && buffer_import::supported(obj)
+            && ty
+                .hasattr(interned::get(py).dlpack.bind(py))
+                .unwrap_or(false),
         grad,
         exchange_api,
         route: [const { AtomicU8::new(UNVERIFIED) }; 2],

@@ -1,18 +1,17 @@
-//! Plumbing for the hot entry points written against the C API directly (`from_dlpack` and
-//! `Tensor.__dlpack__`): `METH_FASTCALL | METH_KEYWORDS` method definitions, which an abi3-py39
-//! pyo3 build cannot generate, keyword matching by interned identity, and the guard that turns
-//! Rust errors and panics into a raised Python exception.
+//! Functions and methods written against the C API: the methods of `dlbridge.Tensor`, a type made
+//! with `PyType_FromSpec` rather than as a pyo3 class (see [`crate::tensor`]), for which
+//! `#[pymethods]` cannot generate them, and `from_dlpack`, which is measurably faster this way
+//! than as a `#[pyfunction]` (the numbers are at its definition in [`crate::consumer`]). This module gives
+//! them `PyMethodDef`s and parses the arguments of those that take keywords (`from_dlpack`,
+//! `__dlpack__`, `copy`): `METH_FASTCALL | METH_KEYWORDS`, keyword names matched by interned
+//! identity, the name-to-slot mapping cached per keyword-name tuple.
 
-use std::ffi::{c_int, CStr};
-use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::ptr;
+use std::ffi::CStr;
 
-use pyo3::exceptions::PyRuntimeError;
 use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::PyString;
 
-use crate::cpython::{FastcallWithKeywords, METH_FASTCALL};
 use crate::errors::type_error;
 use crate::gil_cell::GilCell;
 
@@ -25,22 +24,18 @@ unsafe impl Sync for MethodDef {}
 
 impl MethodDef {
     /// A `METH_FASTCALL | METH_KEYWORDS` function or method. `doc` starts with the text signature
-    /// (`name(args)\n--\n\n`) so that `inspect.signature` works.
+    /// (`name($self, args)\n--\n\n`) so that `inspect.signature` works.
     pub(crate) const fn fastcall(
         name: &'static CStr,
-        func: FastcallWithKeywords,
+        func: ffi::PyCFunctionFastWithKeywords,
         doc: &'static CStr,
     ) -> Self {
         MethodDef(ffi::PyMethodDef {
             ml_name: name.as_ptr(),
             ml_meth: ffi::PyMethodDefPointer {
-                // SAFETY: the slot holds any C function pointer; `ml_flags` tells CPython to call
-                // it with the fastcall signature it really has.
-                PyCFunctionWithKeywords: unsafe {
-                    std::mem::transmute::<FastcallWithKeywords, ffi::PyCFunctionWithKeywords>(func)
-                },
+                PyCFunctionFastWithKeywords: func,
             },
-            ml_flags: METH_FASTCALL | ffi::METH_KEYWORDS,
+            ml_flags: ffi::METH_FASTCALL | ffi::METH_KEYWORDS,
             ml_doc: doc.as_ptr(),
         })
     }
@@ -59,6 +54,20 @@ impl MethodDef {
         })
     }
 
+    /// A `METH_O` method (one positional argument).
+    pub(crate) const fn one_arg(
+        name: &'static CStr,
+        func: ffi::PyCFunction,
+        doc: &'static CStr,
+    ) -> Self {
+        MethodDef(ffi::PyMethodDef {
+            ml_name: name.as_ptr(),
+            ml_meth: ffi::PyMethodDefPointer { PyCFunction: func },
+            ml_flags: ffi::METH_O,
+            ml_doc: doc.as_ptr(),
+        })
+    }
+
     /// The all-NULL entry that ends a method table.
     // SAFETY: CPython reads a zeroed PyMethodDef as the end of the table.
     pub(crate) const END: MethodDef = MethodDef(unsafe { std::mem::zeroed() });
@@ -66,61 +75,6 @@ impl MethodDef {
     /// The definition as CPython's API wants it (never written through).
     pub(crate) fn as_ptr(&'static self) -> *mut ffi::PyMethodDef {
         &self.0 as *const ffi::PyMethodDef as *mut ffi::PyMethodDef
-    }
-}
-
-/// Converts a caught panic into a Python exception.
-fn panic_to_err(payload: Box<dyn std::any::Any + Send>) -> PyErr {
-    let message = payload
-        .downcast_ref::<&str>()
-        .map(|s| s.to_string())
-        .or_else(|| payload.downcast_ref::<String>().cloned())
-        .unwrap_or_else(|| "unknown panic".to_owned());
-    PyRuntimeError::new_err(format!("dlbridge panicked: {message}"))
-}
-
-/// Runs the body of a C entry point that returns a new reference: an error or a panic becomes
-/// the raised exception and NULL.
-///
-/// # Safety
-/// The calling thread holds the GIL (CPython calls the entry point with it held).
-pub(crate) unsafe fn object_entry(
-    body: impl for<'py> FnOnce(Python<'py>) -> PyResult<Bound<'py, PyAny>>,
-) -> *mut ffi::PyObject {
-    // SAFETY: the GIL is held (function contract).
-    let py = unsafe { Python::assume_attached() };
-    match catch_unwind(AssertUnwindSafe(|| body(py))) {
-        Ok(Ok(obj)) => obj.into_ptr(),
-        Ok(Err(err)) => {
-            err.restore(py);
-            ptr::null_mut()
-        }
-        Err(payload) => {
-            panic_to_err(payload).restore(py);
-            ptr::null_mut()
-        }
-    }
-}
-
-/// Runs the body of a C entry point that returns a status (0 ok, -1 with an exception raised).
-///
-/// # Safety
-/// The calling thread holds the GIL.
-pub(crate) unsafe fn status_entry(
-    body: impl for<'py> FnOnce(Python<'py>) -> PyResult<()>,
-) -> c_int {
-    // SAFETY: the GIL is held (function contract).
-    let py = unsafe { Python::assume_attached() };
-    match catch_unwind(AssertUnwindSafe(|| body(py))) {
-        Ok(Ok(())) => 0,
-        Ok(Err(err)) => {
-            err.restore(py);
-            -1
-        }
-        Err(payload) => {
-            panic_to_err(payload).restore(py);
-            -1
-        }
     }
 }
 
@@ -138,6 +92,7 @@ impl<'a, 'py> Arguments<'a, 'py> {
     /// # Safety
     /// `args` holds `nargs` positional arguments followed by one value per entry of `kwnames`
     /// (a tuple of str, or NULL), all borrowed for `'a`, as CPython passes them.
+    #[inline]
     pub(crate) unsafe fn new(
         py: Python<'py>,
         args: *const *mut ffi::PyObject,
@@ -168,6 +123,7 @@ impl<'a, 'py> Arguments<'a, 'py> {
     }
 
     /// The positional arguments, checked to be exactly `N` for function `name`.
+    #[inline]
     pub(crate) fn positional<const N: usize>(
         &self,
         name: &str,
@@ -186,6 +142,7 @@ impl<'a, 'py> Arguments<'a, 'py> {
     }
 
     /// Up to `N` positional arguments for function `name`, the missing ones `None`.
+    #[inline]
     pub(crate) fn optional_positional<const N: usize>(
         &self,
         name: &str,
@@ -210,6 +167,7 @@ impl<'a, 'py> Arguments<'a, 'py> {
     ///
     /// A call site passes the same keyword-name tuple every time, so the name-to-slot mapping is
     /// remembered per tuple in `cache`; only a new tuple is resolved by comparing names.
+    #[inline]
     pub(crate) fn keywords<const N: usize>(
         &self,
         function: &str,
@@ -326,11 +284,4 @@ impl KeywordCache {
             unsafe { ffi::Py_DecRef(evicted) };
         }
     }
-}
-
-/// A keyword argument with `None` mapped to absent.
-pub(crate) fn given<'a, 'py>(
-    arg: Option<Borrowed<'a, 'py, PyAny>>,
-) -> Option<Borrowed<'a, 'py, PyAny>> {
-    arg.filter(|v| !v.is_none())
 }

@@ -23,10 +23,9 @@ use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::{PyCapsule, PyType};
 
+use crate::c_entry::status_entry;
 use crate::diagnostics::CountedExport;
 use crate::errors::to_py_err;
-use crate::fastcall::status_entry;
-use crate::interned;
 use crate::producer::lend_versioned;
 use crate::tensor::{new_tensor, TensorData, TensorRef};
 
@@ -55,7 +54,7 @@ pub(crate) fn install(ty: &Bound<'_, PyType>) -> PyResult<()> {
     let capsule = unsafe {
         PyCapsule::new_with_pointer(py, ptr::NonNull::new_unchecked(table_ptr()), CAPSULE_NAME)?
     };
-    let i = interned::get();
+    let i = dlbridge_pyo3::interned::get(py);
     ty.setattr(i.exchange_api.bind(py), capsule)?;
     ty.setattr(i.exchange_api_legacy.bind(py), table_ptr() as usize)
 }

@@ -3,29 +3,32 @@
 
 use std::ffi::c_int;
 
+use dlbridge_pyo3::buffer_format::struct_format;
 use pyo3::ffi;
 use pyo3::prelude::*;
 use smallvec::SmallVec;
 
-use crate::cpython::{buffer_flags as flags, GetBufferProc, PyBuffer, ReleaseBufferProc};
-use crate::elements::struct_format;
+use crate::c_entry::status_entry;
 use crate::errors::{buffer_error, to_py_err};
-use crate::fastcall::status_entry;
 use crate::tensor::TensorRef;
 
 /// Shape then strides (bytes) of one exported buffer, alive until the buffer is released.
 type Layout = SmallVec<[ffi::Py_ssize_t; 8]>;
 
 /// The `Py_bf_getbuffer` slot of the Tensor type.
-pub(crate) const GET_BUFFER: GetBufferProc = get_buffer;
+pub(crate) const GET_BUFFER: ffi::getbufferproc = get_buffer;
 /// The `Py_bf_releasebuffer` slot of the Tensor type.
-pub(crate) const RELEASE_BUFFER: ReleaseBufferProc = release_buffer;
+pub(crate) const RELEASE_BUFFER: ffi::releasebufferproc = release_buffer;
 
 /// Fills `view` for `tensor` as `request` asks, or fails with BufferError.
 ///
 /// # Safety
 /// `view` is writable.
-unsafe fn fill(tensor: TensorRef<'_, '_>, view: *mut PyBuffer, request: c_int) -> PyResult<()> {
+unsafe fn fill(
+    tensor: TensorRef<'_, '_>,
+    view: *mut ffi::Py_buffer,
+    request: c_int,
+) -> PyResult<()> {
     let v = tensor.view();
     v.require_host().map_err(to_py_err)?;
     let format = struct_format(v.dtype()).ok_or_else(|| {
@@ -34,7 +37,7 @@ unsafe fn fill(tensor: TensorRef<'_, '_>, view: *mut PyBuffer, request: c_int) -
             v.dtype()
         ))
     })?;
-    if request & flags::WRITABLE != 0 && v.is_read_only() {
+    if request & ffi::PyBUF_WRITABLE != 0 && v.is_read_only() {
         return Err(buffer_error(
             "the tensor is read-only; a writable buffer was requested",
         ));
@@ -43,13 +46,13 @@ unsafe fn fill(tensor: TensorRef<'_, '_>, view: *mut PyBuffer, request: c_int) -
         v.is_contiguous(dlbridge::Order::C),
         v.is_contiguous(dlbridge::Order::F),
     );
-    let contiguity_ok = if request & flags::ANY_CONTIGUOUS == flags::ANY_CONTIGUOUS {
+    let contiguity_ok = if request & ffi::PyBUF_ANY_CONTIGUOUS == ffi::PyBUF_ANY_CONTIGUOUS {
         c || f
-    } else if request & flags::C_CONTIGUOUS == flags::C_CONTIGUOUS {
+    } else if request & ffi::PyBUF_C_CONTIGUOUS == ffi::PyBUF_C_CONTIGUOUS {
         c
-    } else if request & flags::F_CONTIGUOUS == flags::F_CONTIGUOUS {
+    } else if request & ffi::PyBUF_F_CONTIGUOUS == ffi::PyBUF_F_CONTIGUOUS {
         f
-    } else if request & flags::STRIDES == flags::STRIDES {
+    } else if request & ffi::PyBUF_STRIDES == ffi::PyBUF_STRIDES {
         true
     } else {
         c
@@ -80,27 +83,27 @@ unsafe fn fill(tensor: TensorRef<'_, '_>, view: *mut PyBuffer, request: c_int) -
     };
     let layout = Box::into_raw(layout);
     // SAFETY: `view` is writable (contract); `layout` stays allocated until `release_buffer`
-    // frees it; the reference to `obj` taken here is released by PyBuffer_Release.
+    // frees it; the reference to `obj` taken here is released by ffi::Py_buffer_Release.
     unsafe {
         let shape = (*layout).as_mut_ptr();
-        *view = PyBuffer {
+        *view = ffi::Py_buffer {
             buf: data.cast(),
             obj: tensor.object().to_owned().into_ptr(),
             len: (v.size() * item) as ffi::Py_ssize_t,
             itemsize: item as ffi::Py_ssize_t,
             readonly: c_int::from(v.is_read_only()),
             ndim: ndim as c_int,
-            format: if request & flags::FORMAT != 0 {
+            format: if request & ffi::PyBUF_FORMAT != 0 {
                 format.as_ptr().cast_mut()
             } else {
                 std::ptr::null_mut()
             },
-            shape: if request & flags::ND == flags::ND {
+            shape: if request & ffi::PyBUF_ND == ffi::PyBUF_ND {
                 shape
             } else {
                 std::ptr::null_mut()
             },
-            strides: if request & flags::STRIDES == flags::STRIDES {
+            strides: if request & ffi::PyBUF_STRIDES == ffi::PyBUF_STRIDES {
                 shape.add(ndim)
             } else {
                 std::ptr::null_mut()
@@ -115,7 +118,7 @@ unsafe fn fill(tensor: TensorRef<'_, '_>, view: *mut PyBuffer, request: c_int) -
 /// `bf_getbuffer`.
 unsafe extern "C" fn get_buffer(
     obj: *mut ffi::PyObject,
-    view: *mut PyBuffer,
+    view: *mut ffi::Py_buffer,
     request: c_int,
 ) -> c_int {
     // SAFETY: CPython calls buffer slots with the GIL held, a live object and a writable view.
@@ -126,7 +129,7 @@ unsafe extern "C" fn get_buffer(
 }
 
 /// `bf_releasebuffer`: frees the shape/strides block of a buffer made by [`get_buffer`].
-unsafe extern "C" fn release_buffer(_obj: *mut ffi::PyObject, view: *mut PyBuffer) {
+unsafe extern "C" fn release_buffer(_obj: *mut ffi::PyObject, view: *mut ffi::Py_buffer) {
     // SAFETY: `internal` is the block leaked by `fill` for this view, released exactly once.
     unsafe {
         let layout = (*view).internal.cast::<Layout>();

@@ -19,7 +19,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyCapsule, PyType};
 
 use crate::errors::to_py_err;
-use crate::import::interned;
+use crate::interned;
 use crate::solid_base;
 
 /// Capsule name of an exchange API table.
@@ -92,7 +92,7 @@ pub enum ExchangeApi {
 /// [`exchange_api`](crate::consumer::exchange_api) for the cached answer).
 pub(crate) fn probe(ty: &Bound<'_, PyType>) -> ExchangeApi {
     let py = ty.py();
-    let i = interned(py);
+    let i = interned::get(py);
     let mut refused = None;
     for name in [&i.exchange_api, &i.exchange_api_legacy] {
         let Ok(value) = ty.getattr(name.bind(py)) else {
