@@ -12,39 +12,47 @@ cd "$REPO_ROOT"
 unset DLBRIDGE_PREBUILT
 
 started=$SECONDS
+# step NAME FUNCTION: runs one build step (a function below), logging its name and duration.
 step() {
-  local name=$1 begin=$SECONDS
-  shift
-  log "build: $name"
-  "$@"
-  log "build: $name done in $((SECONDS - begin)) s"
+  local begin=$SECONDS
+  log "build: $1"
+  "$2"
+  log "build: $1 done in $((SECONDS - begin)) s"
 }
 
-DLPACK_INCLUDE_DIR=$("$REPO_ROOT/scripts/dlpack-include.sh")
-export DLPACK_INCLUDE_DIR
-step "the workspace's tests (cargo test --workspace --no-run)" \
+rust_tests() {
+  DLPACK_INCLUDE_DIR=$("$REPO_ROOT/scripts/dlpack-include.sh")
+  export DLPACK_INCLUDE_DIR
   cargo test --workspace --locked --no-run
-step "libdlbridge, debug and release" \
+}
+libdlbridge() {
   cargo build --locked -p dlbridge-capi
-cargo build --locked --release -p dlbridge-capi
-step "the crates as a registry serves them" "$REPO_ROOT/scripts/test-crate-packages.sh"
-
-eval "$("$REPO_ROOT/scripts/julia-build-env.sh")"
-step "the Python overlay folder: dlbridge, dlbridge.julia and the pyo3 example" \
+  cargo build --locked --release -p dlbridge-capi
+}
+crate_packages() { "$REPO_ROOT/scripts/test-crate-packages.sh"; }
+python_overlay() {
   "$REPO_ROOT/scripts/python-julia-install.sh" >/dev/null
-"$REPO_ROOT/scripts/pyo3-example-install.sh" >/dev/null
-
-step "the Node addon and the napi-rs example's addon" \
-  "$REPO_ROOT/scripts/test-napi-example.sh" --build-only
+  "$REPO_ROOT/scripts/pyo3-example-install.sh" >/dev/null
+}
+node_addons() { "$REPO_ROOT/scripts/test-napi-example.sh" --build-only; }
 # The npm tarballs' addon is built without the test switches, in the same target folder (only
 # the crates whose features differ are built twice).
-step "the npm tarballs" env DLBRIDGE_DIST_TARGET="$TARGET_DIR" "$REPO_ROOT/scripts/dist-node.sh" >/dev/null
+npm_tarballs() { DLBRIDGE_DIST_TARGET=$TARGET_DIR "$REPO_ROOT/scripts/dist-node.sh" >/dev/null; }
+embedded_julia() {
+  local manifest=(--manifest-path "$REPO_ROOT/bindings/julia/Cargo.toml" --locked)
+  cargo test "${manifest[@]}" --workspace --no-run
+  cargo build "${manifest[@]}" --example julia-host
+}
+matrix_agents() { DLBRIDGE_PREBUILT=1 "$REPO_ROOT/scripts/test-matrix.sh" --build-only; }
 
-julia_manifest=(--manifest-path "$REPO_ROOT/bindings/julia/Cargo.toml" --locked)
-step "dlbridge-julia's tests (not run) and examples/julia-host" \
-  cargo test "${julia_manifest[@]}" --workspace --no-run
-cargo build "${julia_manifest[@]}" --example julia-host
-
-step "the matrix's agents" env DLBRIDGE_PREBUILT=1 "$REPO_ROOT/scripts/test-matrix.sh" --build-only
+eval "$("$REPO_ROOT/scripts/julia-build-env.sh")"
+step "the workspace's tests (cargo test --workspace --no-run)" rust_tests
+step "libdlbridge, debug and release" libdlbridge
+step "the crates as a registry serves them (cargo package)" crate_packages
+step "the Python overlay folder: dlbridge, dlbridge.julia, the pyo3 example" python_overlay
+step "the Node addon and the napi-rs example's addon" node_addons
+step "the npm tarballs" npm_tarballs
+step "dlbridge-julia's tests (not run) and examples/julia-host" embedded_julia
+step "the matrix's agents" matrix_agents
 
 log "build: everything in $((SECONDS - started)) s"
