@@ -4,7 +4,6 @@
 # standing in for the registry), then checks what each ships: sources, the README, the C header
 # and cbindgen.toml only, never tests, benches, fuzz corpora or other data. The .crate files stay
 # in target/package (CARGO_TARGET_DIR honoured), where the docs test takes them from.
-# Verification reuses the target folder's dependency builds.
 #
 #   scripts/test-crate-packages.sh            package, verify and check the lists
 #   scripts/test-crate-packages.sh --no-verify  package and check the lists only
@@ -23,9 +22,26 @@ if [[ ${1:-} == --no-verify ]]; then verify=(--no-verify); fi
 
 # --allow-dirty: a working tree with uncommitted edits packages what it holds (a clean clone,
 # as in CI, is unaffected).
+# cargo verifies each package against the others through a local registry, and takes a
+# registry crate for immutable: a version it unpacked (under $CARGO_HOME/registry/src/-<hash>/)
+# or compiled before is never unpacked or compiled again, so a later run would verify against
+# the previous run's sources. Verification therefore runs in a target folder of its own
+# (target/package-verify), where our crates' compiled units and unpacked copies are removed
+# first; the dependencies' builds stay cached there. The .crate files are then copied to
+# target/package.
+verify_target=$TARGET_DIR/package-verify
+for crate in "${crates[@]}"; do
+  version=$(cargo pkgid -p "$crate" | sed 's/.*[#@]//')
+  rm -rf "${CARGO_HOME:-$HOME/.cargo}"/registry/src/-*/"$crate-$version"
+done
+rm -rf "$verify_target"/debug/.fingerprint/dlbridge* "$verify_target"/debug/deps/*dlbridge* \
+  "$verify_target"/debug/build/dlbridge*
+
 log "cargo package ${crates[*]}"
-cargo package "${package_args[@]}" --locked --allow-dirty "${verify[@]}" 2>&1 |
-  grep -v "is not included in the published package" >&2
+CARGO_TARGET_DIR=$verify_target cargo package "${package_args[@]}" --locked --allow-dirty \
+  "${verify[@]}" 2>&1 | grep -v "is not included in the published package" >&2
+mkdir -p "$TARGET_DIR/package"
+cp "$verify_target"/package/*.crate "$TARGET_DIR/package/"
 
 # Every shipped path must match one of these (cargo adds the first four itself).
 allowed='^(\.cargo_vcs_info\.json|Cargo\.toml|Cargo\.toml\.orig|Cargo\.lock|README\.md|src/.*\.rs|include/dlbridge\.h|cbindgen\.toml)$'
