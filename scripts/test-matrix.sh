@@ -36,9 +36,11 @@ export DLBRIDGE_MATRIX_GUEST_RUST_PYO3=$target/matrix/pyo3-guest
     --target "$DLBRIDGE_MATRIX_GUEST_RUST_PYO3" "$wheels"/matrix_rust_guest-*.whl
   rm -rf "$wheels"
 } >>"$target/matrix-build.log" 2>&1 || { tail -n 40 "$target/matrix-build.log" >&2; exit 1; }
-log "building the Rust and C agents, and the Rust guest's napi-rs addon (node ⇄ rust in-process)"
+log "building the Rust, C and Mojo agents, and the Rust guest's napi-rs addon (node ⇄ rust in-process)"
 cargo build --locked --release --quiet -p dlbridge-matrix-agent -p dlbridge-matrix-napi-guest
 bash tests/matrix/agents/c/build.sh >&2
+"$REPO_ROOT/scripts/mojo-build.sh" "$target/matrix/mojo-agent" tests/matrix/agents/mojo/agent.mojo \
+  -I bindings/mojo
 # The Node agent loads guest libraries with koffi (tests/matrix/agents/node/package.json); npm ci
 # runs only when the lock (or Node) changed since the last install.
 (
@@ -63,6 +65,7 @@ export DLBRIDGE_MATRIX_C="$target/matrix/c-agent"
 export DLBRIDGE_MATRIX_PYTHON="$PYTHON_VENV/bin/python tests/matrix/agents/python/agent.py"
 export DLBRIDGE_MATRIX_NODE="node --expose-gc tests/matrix/agents/node/agent.js"
 export DLBRIDGE_MATRIX_JULIA="$JULIA --startup-file=no --project=bindings/julia/DLBridge tests/matrix/agents/julia/agent.jl"
-export DLBRIDGE_MATRIX_MOJO="mojo run -I bindings/mojo tests/matrix/agents/mojo/agent.mojo"
+# The Mojo agent, compiled once (scripts/mojo-build.sh reuses it while no .mojo file changed).
+export DLBRIDGE_MATRIX_MOJO="$target/matrix/mojo-agent"
 log "running the matrix"
 "$PYTHON_VENV/bin/python" tests/matrix/driver.py "$@"

@@ -6,7 +6,8 @@ docs/matrix.md still shows the same table, and never writes a tracked file. `--p
 python:rust,rust:python` runs only those ordered cells (and starts only their agents).
 
 Each runtime's agent is started once, with the command in DLBRIDGE_MATRIX_<RUNTIME> (set by
-scripts/test-matrix.sh). A runtime exchanges with itself in-process (zero-copy proven by the
+scripts/test-matrix.sh). Cells run side by side, one per CPU core (DLBRIDGE_MATRIX_JOBS), each
+while no other running cell uses its agents (`run_cells`). A runtime exchanges with itself in-process (zero-copy proven by the
 agent: same element-0 address, a write seen by the producer, one release). Two different
 runtimes always exchange through a shared-memory segment (one copy at export, none at import),
 and the pairs in IN_PROCESS_HOSTS also exchange in one process: the host agent loads the other
@@ -180,6 +181,83 @@ def split(answer: str, runtime: str):
     return "fail", f"{runtime}: unexpected answer {answer!r}"
 
 
+def run_cell(agents: dict, producer: str, consumer: str, handles: list):
+    """Every case of one ordered pair, in each of its modes; returns (cell, failures,
+    unsupported): the cell's tallies per mode and its seconds, the failed cases with their
+    reason, and the cases it cannot express by reason."""
+    host = IN_PROCESS_HOSTS.get(frozenset((producer, consumer)))
+    modes = ["in-process"] if producer == consumer else (["in-process"] if host else []) + ["shm"]
+    cell, failures, unsupported = {"seconds": 0.0}, [], {}
+    cell_started = time.monotonic()
+    for mode in modes:
+        tally = cell[mode] = {"ok": 0, "fail": 0, "unsupported": 0}
+        for dtype in DTYPES:
+            for layout in LAYOUTS:
+                missing = [r for r in (producer, consumer) if r not in agents]
+                if missing:
+                    status, detail = "fail", f"agent for {missing[0]} did not start"
+                elif mode == "in-process" and producer != consumer:
+                    status, detail = exchange_in_process(agents, host, producer, consumer, dtype, layout)
+                else:
+                    status, detail = exchange(agents, producer, consumer, dtype, layout, handles)
+                tally[status] += 1
+                where = f"{producer}->{consumer} {mode} {dtype}/{layout}"
+                if status == "fail":
+                    failures.append(f"{where}: {detail}")
+                elif status == "unsupported":
+                    unsupported.setdefault(detail, []).append(where)
+    cell["seconds"] = time.monotonic() - cell_started
+    return cell, failures, unsupported
+
+
+def lanes() -> int:
+    """How many cells run at once: DLBRIDGE_MATRIX_JOBS, else one per CPU core."""
+    jobs = os.environ.get("DLBRIDGE_MATRIX_JOBS", "")
+    return int(jobs) if jobs.isdigit() and int(jobs) > 0 else max(1, os.cpu_count() or 1)
+
+
+def run_cells(agents: dict, selected: list, handles: list, jobs: int) -> dict:
+    """Runs the cells on `jobs` threads; returns each cell's `run_cell` result (or the exception
+    that stopped it).
+
+    An agent answers one request at a time, so a cell runs only while no other running cell uses
+    its producer's or its consumer's agent (the host of an in-process pair is one of the two): a
+    lane takes the first waiting cell whose agents are idle, and waits for one otherwise. Cells
+    that involve more of the slower runtimes go first, so that the last cells to run are short."""
+    busy_weight = {runtime: sum(runtime in cell for cell in selected) for runtime in RUNTIMES}
+    waiting = sorted(selected, key=lambda cell: -(busy_weight[cell[0]] + busy_weight[cell[1]]))
+    results, in_use = {}, set()
+    changed = threading.Condition()
+
+    def lane() -> None:
+        while True:
+            with changed:
+                while True:
+                    if not waiting:
+                        return
+                    cell = next((c for c in waiting if not in_use & set(c)), None)
+                    if cell is not None:
+                        break
+                    changed.wait()
+                waiting.remove(cell)
+                in_use.update(cell)
+            try:
+                results[cell] = run_cell(agents, *cell, handles)
+            except Exception as e:  # a bug of the driver: this cell is not run, the others go on
+                results[cell] = e
+            finally:
+                with changed:
+                    in_use.difference_update(cell)
+                    changed.notify_all()
+
+    threads = [threading.Thread(target=lane) for _ in range(min(jobs, len(selected)) or 1)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return results
+
+
 USAGE = """usage: driver.py [--docs | --pairs PRODUCER:CONSUMER[,...]]
   --docs    also write the table to docs/matrix.md
   --pairs   run only these ordered cells (e.g. python:rust,rust:python), starting only their
@@ -229,31 +307,19 @@ def main() -> int:
             broken.append(f"{e} (see target/matrix/{runtime}.log)")
 
     started = time.monotonic()
-    cells, failures, unsupported, handles = {}, [], {}, []
-    for producer, consumer in selected:
-        host = IN_PROCESS_HOSTS.get(frozenset((producer, consumer)))
-        modes = ["in-process"] if producer == consumer else (["in-process"] if host else []) + ["shm"]
-        cell = {"seconds": 0.0}
-        cell_started = time.monotonic()
-        for mode in modes:
-            tally = cell[mode] = {"ok": 0, "fail": 0, "unsupported": 0}
-            for dtype in DTYPES:
-                for layout in LAYOUTS:
-                    missing = [r for r in (producer, consumer) if r not in agents]
-                    if missing:
-                        status, detail = "fail", f"agent for {missing[0]} did not start"
-                    elif mode == "in-process" and producer != consumer:
-                        status, detail = exchange_in_process(agents, host, producer, consumer, dtype, layout)
-                    else:
-                        status, detail = exchange(agents, producer, consumer, dtype, layout, handles)
-                    tally[status] += 1
-                    where = f"{producer}->{consumer} {mode} {dtype}/{layout}"
-                    if status == "fail":
-                        failures.append(f"{where}: {detail}")
-                    elif status == "unsupported":
-                        unsupported.setdefault(detail, []).append(where)
-        cell["seconds"] = time.monotonic() - cell_started
+    handles: list = []
+    results = run_cells(agents, selected, handles, lanes())
+    cells, failures, unsupported = {}, [], {}
+    for producer, consumer in selected:  # the order of the table, whatever order cells ran in
+        result = results[producer, consumer]
+        if isinstance(result, Exception):
+            broken.append(f"{producer}->{consumer} not run: driver error {result!r}")
+            continue
+        cell, cell_failures, cell_unsupported = result
         cells[producer, consumer] = cell
+        failures += cell_failures
+        for reason, where in cell_unsupported.items():
+            unsupported.setdefault(reason, []).extend(where)
     for agent in agents.values():
         agent.close()
     leftovers = [h for h in handles if held(h)]
