@@ -6,8 +6,8 @@ docs/matrix.md still shows the same table, and never writes a tracked file. `--p
 python:rust,rust:python` runs only those ordered cells (and starts only their agents).
 
 Each runtime's agent is started once, with the command in DLBRIDGE_MATRIX_<RUNTIME> (set by
-scripts/test-matrix.sh). Cells run side by side, one per CPU core (DLBRIDGE_MATRIX_JOBS), each
-while no other running cell uses its agents (`run_cells`). A runtime exchanges with itself in-process (zero-copy proven by the
+scripts/test-matrix.sh). The pairs' modes run side by side, one per CPU core
+(DLBRIDGE_MATRIX_JOBS), each while no other running one uses its agents (`run_modes`). A runtime exchanges with itself in-process (zero-copy proven by the
 agent: same element-0 address, a write seen by the producer, one release). Two different
 runtimes always exchange through a shared-memory segment (one copy at export, none at import),
 and the pairs in IN_PROCESS_HOSTS also exchange in one process: the host agent loads the other
@@ -181,55 +181,69 @@ def split(answer: str, runtime: str):
     return "fail", f"{runtime}: unexpected answer {answer!r}"
 
 
-def run_cell(agents: dict, producer: str, consumer: str, handles: list):
-    """Every case of one ordered pair, in each of its modes; returns (cell, failures,
-    unsupported): the cell's tallies per mode and its seconds, the failed cases with their
-    reason, and the cases it cannot express by reason."""
+def modes_of(producer: str, consumer: str) -> list[str]:
+    """The modes an ordered pair exchanges in: the diagonal in-process, every other pair through
+    shared memory, after in-process when it is one of IN_PROCESS_HOSTS."""
+    if producer == consumer:
+        return ["in-process"]
+    return (["in-process"] if frozenset((producer, consumer)) in IN_PROCESS_HOSTS else []) + ["shm"]
+
+
+def agents_of(producer: str, consumer: str, mode: str) -> set[str]:
+    """The agents one mode of a pair talks to: both for shared memory, the host alone in
+    process (it loads the other runtime itself)."""
+    if mode == "shm":
+        return {producer, consumer}
+    return {IN_PROCESS_HOSTS.get(frozenset((producer, consumer)), producer)}
+
+
+def run_mode(agents: dict, producer: str, consumer: str, mode: str, handles: list):
+    """Every case of one ordered pair in one mode; returns (tally, seconds, failures,
+    unsupported): the counts of ok, failed and not-expressible cases, how long it took, the
+    failed cases with their reason, and the cases it cannot express by reason."""
     host = IN_PROCESS_HOSTS.get(frozenset((producer, consumer)))
-    modes = ["in-process"] if producer == consumer else (["in-process"] if host else []) + ["shm"]
-    cell, failures, unsupported = {"seconds": 0.0}, [], {}
-    cell_started = time.monotonic()
-    for mode in modes:
-        tally = cell[mode] = {"ok": 0, "fail": 0, "unsupported": 0}
-        for dtype in DTYPES:
-            for layout in LAYOUTS:
-                missing = [r for r in (producer, consumer) if r not in agents]
-                if missing:
-                    status, detail = "fail", f"agent for {missing[0]} did not start"
-                elif mode == "in-process" and producer != consumer:
-                    status, detail = exchange_in_process(agents, host, producer, consumer, dtype, layout)
-                else:
-                    status, detail = exchange(agents, producer, consumer, dtype, layout, handles)
-                tally[status] += 1
-                where = f"{producer}->{consumer} {mode} {dtype}/{layout}"
-                if status == "fail":
-                    failures.append(f"{where}: {detail}")
-                elif status == "unsupported":
-                    unsupported.setdefault(detail, []).append(where)
-    cell["seconds"] = time.monotonic() - cell_started
-    return cell, failures, unsupported
+    tally, failures, unsupported = {"ok": 0, "fail": 0, "unsupported": 0}, [], {}
+    started = time.monotonic()
+    for dtype in DTYPES:
+        for layout in LAYOUTS:
+            missing = [r for r in (producer, consumer) if r not in agents]
+            if missing:
+                status, detail = "fail", f"agent for {missing[0]} did not start"
+            elif mode == "in-process" and producer != consumer:
+                status, detail = exchange_in_process(agents, host, producer, consumer, dtype, layout)
+            else:
+                status, detail = exchange(agents, producer, consumer, dtype, layout, handles)
+            tally[status] += 1
+            where = f"{producer}->{consumer} {mode} {dtype}/{layout}"
+            if status == "fail":
+                failures.append(f"{where}: {detail}")
+            elif status == "unsupported":
+                unsupported.setdefault(detail, []).append(where)
+    return tally, time.monotonic() - started, failures, unsupported
 
 
 # The runtimes whose cases take longest: their release checks run full garbage collections in
-# every case (Julia, and V8 in Node). Their cells start first (`run_cells`).
+# every case (Julia, and V8 in Node). Their work starts first (`run_modes`).
 SLOW_RUNTIMES = {"julia", "node"}
 
 
 def lanes() -> int:
-    """How many cells run at once: DLBRIDGE_MATRIX_JOBS, else one per CPU core."""
+    """How many pair modes run at once: DLBRIDGE_MATRIX_JOBS, else one per CPU core."""
     jobs = os.environ.get("DLBRIDGE_MATRIX_JOBS", "")
     return int(jobs) if jobs.isdigit() and int(jobs) > 0 else max(1, os.cpu_count() or 1)
 
 
-def run_cells(agents: dict, selected: list, handles: list, jobs: int) -> dict:
-    """Runs the cells on `jobs` threads; returns each cell's `run_cell` result (or the exception
-    that stopped it).
+def run_modes(agents: dict, selected: list, handles: list, jobs: int) -> dict:
+    """Runs every mode of every selected pair on `jobs` threads; returns each (producer,
+    consumer, mode)'s `run_mode` result (or the exception that stopped it).
 
-    An agent answers one request at a time, so a cell runs only while no other running cell uses
-    its producer's or its consumer's agent (the host of an in-process pair is one of the two): a
-    lane takes the first waiting cell whose agents are idle, and waits for one otherwise. Cells
-    with more of SLOW_RUNTIMES go first, so that the last cells to run are short."""
-    waiting = sorted(selected, key=lambda cell: -sum(r in SLOW_RUNTIMES for r in set(cell)))
+    An agent answers one request at a time, so a pair's mode runs only while no other running
+    one uses its agents (`agents_of`): a lane takes the first waiting one whose agents are idle,
+    and waits for one otherwise. A pair's in-process mode needs only its host, so it runs beside
+    the other runtime's own exchanges. Work of SLOW_RUNTIMES goes first, so that the last to run
+    is short."""
+    units = [(p, c, mode) for p, c in selected for mode in modes_of(p, c)]
+    waiting = sorted(units, key=lambda u: -sum(r in SLOW_RUNTIMES for r in {u[0], u[1]}))
     results, in_use = {}, set()
     changed = threading.Condition()
 
@@ -239,22 +253,22 @@ def run_cells(agents: dict, selected: list, handles: list, jobs: int) -> dict:
                 while True:
                     if not waiting:
                         return
-                    cell = next((c for c in waiting if not in_use & set(c)), None)
-                    if cell is not None:
+                    unit = next((u for u in waiting if not in_use & agents_of(*u)), None)
+                    if unit is not None:
                         break
                     changed.wait()
-                waiting.remove(cell)
-                in_use.update(cell)
+                waiting.remove(unit)
+                in_use.update(agents_of(*unit))
             try:
-                results[cell] = run_cell(agents, *cell, handles)
-            except Exception as e:  # a bug of the driver: this cell is not run, the others go on
-                results[cell] = e
+                results[unit] = run_mode(agents, *unit, handles)
+            except Exception as e:  # a bug of the driver: this mode is not run, the others go on
+                results[unit] = e
             finally:
                 with changed:
-                    in_use.difference_update(cell)
+                    in_use.difference_update(agents_of(*unit))
                     changed.notify_all()
 
-    threads = [threading.Thread(target=lane) for _ in range(min(jobs, len(selected)) or 1)]
+    threads = [threading.Thread(target=lane) for _ in range(min(jobs, len(units)) or 1)]
     for thread in threads:
         thread.start()
     for thread in threads:
@@ -312,18 +326,21 @@ def main() -> int:
 
     started = time.monotonic()
     handles: list = []
-    results = run_cells(agents, selected, handles, lanes())
+    results = run_modes(agents, selected, handles, lanes())
     cells, failures, unsupported = {}, [], {}
-    for producer, consumer in selected:  # the order of the table, whatever order cells ran in
-        result = results[producer, consumer]
-        if isinstance(result, Exception):
-            broken.append(f"{producer}->{consumer} not run: driver error {result!r}")
-            continue
-        cell, cell_failures, cell_unsupported = result
-        cells[producer, consumer] = cell
-        failures += cell_failures
-        for reason, where in cell_unsupported.items():
-            unsupported.setdefault(reason, []).extend(where)
+    for producer, consumer in selected:  # the order of the table, whatever order modes ran in
+        cell = cells[producer, consumer] = {"seconds": 0.0}
+        for mode in modes_of(producer, consumer):
+            result = results[producer, consumer, mode]
+            if isinstance(result, Exception):
+                broken.append(f"{producer}->{consumer} {mode} not run: driver error {result!r}")
+                continue
+            tally, seconds, mode_failures, mode_unsupported = result
+            cell[mode] = tally
+            cell["seconds"] += seconds
+            failures += mode_failures
+            for reason, where in mode_unsupported.items():
+                unsupported.setdefault(reason, []).extend(where)
     for agent in agents.values():
         agent.close()
     leftovers = [h for h in handles if held(h)]
