@@ -45,6 +45,21 @@ embedded_julia() {
 }
 matrix_agents() { DLBRIDGE_PREBUILT=1 "$REPO_ROOT/scripts/test-matrix.sh" --build-only; }
 
+# The Mojo programs (the test runner and the matrix's agent) compile beside the cargo builds: a
+# `mojo build` leaves a core idle much of the time.
+mojo_programs() {
+  local mojo_venv
+  mojo_venv=$(ensure_venv mojo "$REPO_ROOT/requirements/mojo.txt")
+  export PATH=$mojo_venv/bin:$PATH
+  "$REPO_ROOT/scripts/mojo-test-runner.sh" >/dev/null
+  "$REPO_ROOT/scripts/mojo-build.sh" "$TARGET_DIR/matrix/mojo-agent" \
+    tests/matrix/agents/mojo/agent.mojo -I bindings/mojo
+}
+mkdir -p "$TARGET_DIR"
+log "build: the Mojo test runner and the matrix's Mojo agent, in the background ($TARGET_DIR/mojo-build.log)"
+mojo_programs >"$TARGET_DIR/mojo-build.log" 2>&1 &
+mojo_pid=$!
+
 eval "$("$REPO_ROOT/scripts/julia-build-env.sh")"
 step "the workspace's tests (cargo test --workspace --no-run)" rust_tests
 step "libdlbridge, debug and release" libdlbridge
@@ -54,5 +69,10 @@ step "the Node addon and the napi-rs example's addon" node_addons
 step "the npm tarballs" npm_tarballs
 step "dlbridge-julia's tests (not run) and examples/julia-host" embedded_julia
 step "the matrix's agents" matrix_agents
+if ! wait "$mojo_pid"; then
+  tail -n 40 "$TARGET_DIR/mojo-build.log" >&2
+  log "build: the Mojo programs did not build"
+  exit 1
+fi
 
 log "build: everything in $((SECONDS - started)) s"

@@ -34,9 +34,10 @@ log "running the dpnp device tests (Python, Rust, the C ABI and embedded Julia)"
 (cd "$REPO_ROOT/bindings/python" && "$venv/bin/python" -m pytest -q -p no:cacheprovider tests-device "$@")
 
 # Mojo, with the dpnp venv's interpreter embedded: a oneAPI tensor passes through unchanged and
-# host access to it is refused.
+# host access to it is refused. The suite is part of the Mojo test program that
+# scripts/test-mojo.sh runs too (bindings/mojo/tests/runner.mojo): whichever runs first compiles it.
 mojo_venv=$(ensure_venv mojo "$REPO_ROOT/requirements/mojo.txt")
-log "mojo run bindings/mojo/tests-device/test_dpnp.mojo"
 cd "$REPO_ROOT"
-PATH=$mojo_venv/bin:$PATH MOJO_PYTHON=$venv/bin/python \
-  mojo run -I bindings/mojo bindings/mojo/tests-device/test_dpnp.mojo
+runner=$(PATH=$mojo_venv/bin:$PATH "$REPO_ROOT/scripts/mojo-test-runner.sh")
+log "bindings/mojo/tests-device/test_dpnp.mojo (DLBRIDGE_MOJO_SUITE=dpnp ${runner#"$REPO_ROOT/"})"
+PATH=$mojo_venv/bin:$PATH MOJO_PYTHON=$venv/bin/python DLBRIDGE_MOJO_SUITE=dpnp "$runner"

@@ -18,10 +18,10 @@ export DLBRIDGE_MATRIX_GUEST_RUST_PYO3=$target/matrix/pyo3-guest
 
 # The agents of their own: Julia embedded through jlrs (bindings/julia) in the Rust agent (the
 # Julia guest library, rust ⇄ julia; dlbridge.julia serves python ⇄ julia), the Rust guest's pyo3
-# extension (python ⇄ rust in-process) and napi-rs addon (node ⇄ rust in-process), the Rust and C
-# agents, and the Node agent's koffi.
+# extension (python ⇄ rust in-process) and napi-rs addon (node ⇄ rust in-process), the Rust, C
+# and Mojo agents, and the Node agent's koffi.
 build_agents() {
-  log "building the Julia guest library, the Rust guest's pyo3 extension and napi-rs addon, the Rust and C agents"
+  log "building the Julia guest library, the Rust guest's pyo3 extension and napi-rs addon, the Rust, C and Mojo agents"
   {
     cargo build --manifest-path bindings/julia/Cargo.toml --target-dir "$target" --locked --release \
       --example matrix-julia-guest
@@ -35,6 +35,8 @@ build_agents() {
     rm -rf "$wheels"
     cargo build --locked --release --quiet -p dlbridge-matrix-agent -p dlbridge-matrix-napi-guest
     bash tests/matrix/agents/c/build.sh
+    "$REPO_ROOT/scripts/mojo-build.sh" "$target/matrix/mojo-agent" \
+      tests/matrix/agents/mojo/agent.mojo -I bindings/mojo
   } >>"$target/matrix-build.log" 2>&1 || { tail -n 40 "$target/matrix-build.log" >&2; exit 1; }
   (
     cd tests/matrix/agents/node
@@ -63,6 +65,7 @@ export DLBRIDGE_MATRIX_C="$target/matrix/c-agent"
 export DLBRIDGE_MATRIX_PYTHON="$PYTHON_VENV/bin/python tests/matrix/agents/python/agent.py"
 export DLBRIDGE_MATRIX_NODE="node --expose-gc tests/matrix/agents/node/agent.js"
 export DLBRIDGE_MATRIX_JULIA="$JULIA --startup-file=no --project=bindings/julia/DLBridge tests/matrix/agents/julia/agent.jl"
-export DLBRIDGE_MATRIX_MOJO="mojo run -I bindings/mojo tests/matrix/agents/mojo/agent.mojo"
+# The Mojo agent, compiled once (scripts/mojo-build.sh reuses it while no .mojo file changed).
+export DLBRIDGE_MATRIX_MOJO="$target/matrix/mojo-agent"
 log "running the matrix"
 "$PYTHON_VENV/bin/python" tests/matrix/driver.py "$@"

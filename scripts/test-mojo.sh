@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
 # Runs the Mojo package's tests (bindings/mojo/tests/test_*.mojo) with the real Mojo toolchain:
 # installs mojo-compiler (requirements/mojo.txt) into a cached venv, builds libdlbridge in release
-# mode (located by DLBRIDGE_LIB), builds and installs the dlbridge Python package into the
-# python-test venv (numpy, torch, jax) and makes that venv's interpreter the one Mojo embeds
-# (MOJO_PYTHON). Each file runs with `mojo run`; prints "N passed, M failed" summed over the
-# files and exits nonzero if any test fails. Arguments select test files by name, e.g.
-# `scripts/test-mojo.sh numpy` runs tests/test_numpy.mojo only.
+# mode (located by DLBRIDGE_LIB), builds the dlbridge Python package into the clone's overlay
+# folder (scripts/python-overlay.sh, on PYTHONPATH) and makes the python-test venv's interpreter
+# (numpy, torch, jax) the one Mojo embeds (MOJO_PYTHON). Every suite is compiled once, into one program (bindings/mojo/tests/runner.mojo,
+# built by scripts/mojo-test-runner.sh and reused while no .mojo file changed), which runs each
+# test file's suite in a process of its own; prints "N passed, M failed" summed over the suites,
+# names each failed test, and exits nonzero if any test fails or a suite runs fewer tests than
+# its file defines. Arguments select test files by name, e.g. `scripts/test-mojo.sh numpy` runs
+# tests/test_numpy.mojo only.
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
@@ -36,24 +39,41 @@ for file in bindings/mojo/tests/test_*.mojo; do
 done
 (( ${#files[@]} )) || { log "no test file matches: $*"; exit 1; }
 
-passed=0 failed=0 status=0
+runner=$("$REPO_ROOT/scripts/mojo-test-runner.sh")
+
+passed=0 failed=0 status=0 failures=()
 for file in "${files[@]}"; do
-  log "mojo run $file"
-  output=$(mojo run -I bindings/mojo "$file" 2>&1) || status=1
+  name=$(basename "$file" .mojo)
+  log "DLBRIDGE_MOJO_SUITE=${name#test_} ${runner#"$REPO_ROOT/"} ($file)"
+  output=$(DLBRIDGE_MOJO_SUITE=${name#test_} "$runner" 2>&1) || status=1
   printf '%s\n' "$output"
   # TestSuite's report ends with "Summary [ T ] N tests run: P passed , F failed , S skipped".
-  summary=$(sed -nE 's/.* tests run: ([0-9]+) passed *, *([0-9]+) failed.*/\1 \2/p' <<<"$output" |
-    tail -n 1)
+  summary=$(sed -nE 's/.* ([0-9]+) tests run: ([0-9]+) passed *, *([0-9]+) failed.*/\1 \2 \3/p' \
+    <<<"$output" | tail -n 1)
   if [[ -z $summary ]]; then
     log "$file did not finish (no test summary): counted as one failure"
+    failures+=("$file: did not finish")
     failed=$((failed + 1))
     status=1
     continue
   fi
-  read -r p f <<<"$summary"
+  read -r n p f <<<"$summary"
   passed=$((passed + p))
   failed=$((failed + f))
+  while read -r test; do
+    failures+=("$file: $test")
+  done < <(sed -nE 's/^ *FAIL \[ [0-9.]+ \] ([A-Za-z0-9_]+).*/\1/p' <<<"$output")
+  # Every `def test_` of the file ran: the runner's suite is the file's whole suite.
+  defined=$(grep -c '^def test_' "$file")
+  if (( n != defined )); then
+    failures+=("$file: $n tests ran, the file defines $defined")
+    failed=$((failed + 1))
+    status=1
+  fi
 done
 
+for failure in "${failures[@]}"; do
+  echo "FAILED $failure"
+done
 echo "$passed passed, $failed failed"
 exit "$status"

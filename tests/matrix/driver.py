@@ -6,7 +6,8 @@ docs/matrix.md still shows the same table, and never writes a tracked file. `--p
 python:rust,rust:python` runs only those ordered cells (and starts only their agents).
 
 Each runtime's agent is started once, with the command in DLBRIDGE_MATRIX_<RUNTIME> (set by
-scripts/test-matrix.sh). A runtime exchanges with itself in-process (zero-copy proven by the
+scripts/test-matrix.sh). The pairs' modes run side by side, one per CPU core
+(DLBRIDGE_MATRIX_JOBS), each while no other running one uses its agents (`run_modes`). A runtime exchanges with itself in-process (zero-copy proven by the
 agent: same element-0 address, a write seen by the producer, one release). Two different
 runtimes always exchange through a shared-memory segment (one copy at export, none at import),
 and the pairs in IN_PROCESS_HOSTS also exchange in one process: the host agent loads the other
@@ -180,6 +181,101 @@ def split(answer: str, runtime: str):
     return "fail", f"{runtime}: unexpected answer {answer!r}"
 
 
+def modes_of(producer: str, consumer: str) -> list[str]:
+    """The modes an ordered pair exchanges in: the diagonal in-process, every other pair through
+    shared memory, after in-process when it is one of IN_PROCESS_HOSTS."""
+    if producer == consumer:
+        return ["in-process"]
+    return (["in-process"] if frozenset((producer, consumer)) in IN_PROCESS_HOSTS else []) + ["shm"]
+
+
+def agents_of(producer: str, consumer: str, mode: str) -> set[str]:
+    """The agents one mode of a pair talks to: both for shared memory, the host alone in
+    process (it loads the other runtime itself)."""
+    if mode == "shm":
+        return {producer, consumer}
+    return {IN_PROCESS_HOSTS.get(frozenset((producer, consumer)), producer)}
+
+
+def run_mode(agents: dict, producer: str, consumer: str, mode: str, handles: list):
+    """Every case of one ordered pair in one mode; returns (tally, seconds, failures,
+    unsupported): the counts of ok, failed and not-expressible cases, how long it took, the
+    failed cases with their reason, and the cases it cannot express by reason."""
+    host = IN_PROCESS_HOSTS.get(frozenset((producer, consumer)))
+    tally, failures, unsupported = {"ok": 0, "fail": 0, "unsupported": 0}, [], {}
+    started = time.monotonic()
+    for dtype in DTYPES:
+        for layout in LAYOUTS:
+            missing = [r for r in (producer, consumer) if r not in agents]
+            if missing:
+                status, detail = "fail", f"agent for {missing[0]} did not start"
+            elif mode == "in-process" and producer != consumer:
+                status, detail = exchange_in_process(agents, host, producer, consumer, dtype, layout)
+            else:
+                status, detail = exchange(agents, producer, consumer, dtype, layout, handles)
+            tally[status] += 1
+            where = f"{producer}->{consumer} {mode} {dtype}/{layout}"
+            if status == "fail":
+                failures.append(f"{where}: {detail}")
+            elif status == "unsupported":
+                unsupported.setdefault(detail, []).append(where)
+    return tally, time.monotonic() - started, failures, unsupported
+
+
+# The runtimes whose cases take longest: their release checks run full garbage collections in
+# every case (Julia, and V8 in Node). Their work starts first (`run_modes`).
+SLOW_RUNTIMES = {"julia", "node"}
+
+
+def lanes() -> int:
+    """How many pair modes run at once: DLBRIDGE_MATRIX_JOBS, else one per CPU core."""
+    jobs = os.environ.get("DLBRIDGE_MATRIX_JOBS", "")
+    return int(jobs) if jobs.isdigit() and int(jobs) > 0 else max(1, os.cpu_count() or 1)
+
+
+def run_modes(agents: dict, selected: list, handles: list, jobs: int) -> dict:
+    """Runs every mode of every selected pair on `jobs` threads; returns each (producer,
+    consumer, mode)'s `run_mode` result (or the exception that stopped it).
+
+    An agent answers one request at a time, so a pair's mode runs only while no other running
+    one uses its agents (`agents_of`): a lane takes the first waiting one whose agents are idle,
+    and waits for one otherwise. A pair's in-process mode needs only its host, so it runs beside
+    the other runtime's own exchanges. Work of SLOW_RUNTIMES goes first, so that the last to run
+    is short."""
+    units = [(p, c, mode) for p, c in selected for mode in modes_of(p, c)]
+    waiting = sorted(units, key=lambda u: -sum(r in SLOW_RUNTIMES for r in {u[0], u[1]}))
+    results, in_use = {}, set()
+    changed = threading.Condition()
+
+    def lane() -> None:
+        while True:
+            with changed:
+                while True:
+                    if not waiting:
+                        return
+                    unit = next((u for u in waiting if not in_use & agents_of(*u)), None)
+                    if unit is not None:
+                        break
+                    changed.wait()
+                waiting.remove(unit)
+                in_use.update(agents_of(*unit))
+            try:
+                results[unit] = run_mode(agents, *unit, handles)
+            except Exception as e:  # a bug of the driver: this mode is not run, the others go on
+                results[unit] = e
+            finally:
+                with changed:
+                    in_use.difference_update(agents_of(*unit))
+                    changed.notify_all()
+
+    threads = [threading.Thread(target=lane) for _ in range(min(jobs, len(units)) or 1)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return results
+
+
 USAGE = """usage: driver.py [--docs | --pairs PRODUCER:CONSUMER[,...]]
   --docs    also write the table to docs/matrix.md
   --pairs   run only these ordered cells (e.g. python:rust,rust:python), starting only their
@@ -229,31 +325,22 @@ def main() -> int:
             broken.append(f"{e} (see target/matrix/{runtime}.log)")
 
     started = time.monotonic()
-    cells, failures, unsupported, handles = {}, [], {}, []
-    for producer, consumer in selected:
-        host = IN_PROCESS_HOSTS.get(frozenset((producer, consumer)))
-        modes = ["in-process"] if producer == consumer else (["in-process"] if host else []) + ["shm"]
-        cell = {"seconds": 0.0}
-        cell_started = time.monotonic()
-        for mode in modes:
-            tally = cell[mode] = {"ok": 0, "fail": 0, "unsupported": 0}
-            for dtype in DTYPES:
-                for layout in LAYOUTS:
-                    missing = [r for r in (producer, consumer) if r not in agents]
-                    if missing:
-                        status, detail = "fail", f"agent for {missing[0]} did not start"
-                    elif mode == "in-process" and producer != consumer:
-                        status, detail = exchange_in_process(agents, host, producer, consumer, dtype, layout)
-                    else:
-                        status, detail = exchange(agents, producer, consumer, dtype, layout, handles)
-                    tally[status] += 1
-                    where = f"{producer}->{consumer} {mode} {dtype}/{layout}"
-                    if status == "fail":
-                        failures.append(f"{where}: {detail}")
-                    elif status == "unsupported":
-                        unsupported.setdefault(detail, []).append(where)
-        cell["seconds"] = time.monotonic() - cell_started
-        cells[producer, consumer] = cell
+    handles: list = []
+    results = run_modes(agents, selected, handles, lanes())
+    cells, failures, unsupported = {}, [], {}
+    for producer, consumer in selected:  # the order of the table, whatever order modes ran in
+        cell = cells[producer, consumer] = {"seconds": 0.0}
+        for mode in modes_of(producer, consumer):
+            result = results[producer, consumer, mode]
+            if isinstance(result, Exception):
+                broken.append(f"{producer}->{consumer} {mode} not run: driver error {result!r}")
+                continue
+            tally, seconds, mode_failures, mode_unsupported = result
+            cell[mode] = tally
+            cell["seconds"] += seconds
+            failures += mode_failures
+            for reason, where in mode_unsupported.items():
+                unsupported.setdefault(reason, []).extend(where)
     for agent in agents.values():
         agent.close()
     leftovers = [h for h in handles if held(h)]

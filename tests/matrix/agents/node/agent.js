@@ -240,6 +240,25 @@ async function collect(rounds = 30) {
   }
 }
 
+// Whether the last request ended with its final release check passed: collected until the counts
+// stopped changing, with nothing of its own left alive. The next request's baseline then needs no
+// collection of its own (one would find nothing to free); after any other end it collects first.
+let settled = false;
+let settledAtStart = false;
+
+/** The counts a request starts from, with the leftovers of an earlier request collected. */
+async function baseline() {
+  if (!settledAtStart) await collect();
+  return diagnostics();
+}
+
+/** A request's last check: collected, exactly `released` releases and nothing left alive. */
+async function finalCheck(base, released, what) {
+  await collect();
+  checkAllReleased(base, released, what);
+  settled = true;
+}
+
 /** Counts relative to `base`: every field of now − base. */
 function delta(base) {
   const now = diagnostics();
@@ -351,8 +370,7 @@ function selfStart({ dtypeName, spec, layout, layoutName }) {
 
 async function selfCase(words) {
   const kase = caseOf(words);
-  await collect();
-  const base = diagnostics();
+  const base = await baseline();
   const { state, n, address } = selfStart(kase);
   // Drop the producer's Tensor object (its array stays with the test): the import alone holds
   // the memory now, so nothing may be released yet.
@@ -366,8 +384,7 @@ async function selfCase(words) {
   check(state.imported.dataPtr === address, `import element 0 moved to ${state.imported.dataPtr} from ${address}`);
   state.imported = null;
   state.array = null;
-  await collect();
-  checkAllReleased(base, 1, 'after dropping the import');
+  await finalCheck(base, 1, 'after dropping the import');
   return `ok ${n} zero-copy`;
 }
 
@@ -391,8 +408,7 @@ function discard(handle) {
 
 async function produceCase(words) {
   const kase = caseOf(words);
-  await collect();
-  const base = diagnostics();
+  const base = await baseline();
   const state = produceStart(kase);
   try {
     // toShared keeps no reference: only our own tensor holds the producer's memory.
@@ -401,8 +417,7 @@ async function produceCase(words) {
     check(d.releasedTensors === 0 && d.liveTensors === 1, `after toShared, with the tensor held: ${showDelta(d)}`);
     state.producer = null;
     state.array = null;
-    await collect();
-    checkAllReleased(base, 1, 'after dropping the producer');
+    await finalCheck(base, 1, 'after dropping the producer');
   } catch (error) {
     state.producer = null;
     state.array = null;
@@ -437,11 +452,9 @@ function consumeCheck({ dtypeName, spec, layout }, handle) {
 async function consumeCase(words) {
   if (words.length !== 3) throw new CheckFailed(`consume needs DTYPE LAYOUT HANDLE, got ${words.length} words`);
   const kase = caseOf(words);
-  await collect();
-  const base = diagnostics();
+  const base = await baseline();
   const n = consumeCheck(kase, words[2]);
-  await collect();
-  checkAllReleased(base, 1, 'after dropping the consumed tensor');
+  await finalCheck(base, 1, 'after dropping the consumed tensor');
   return `ok ${n}`;
 }
 
@@ -556,8 +569,7 @@ function hostOutCheckWritten(g, { spec, layout }, state) {
 }
 
 async function hostOut(g, kase) {
-  await collect();
-  const base = diagnostics();
+  const base = await baseline();
   const state = hostOutStart(g, kase);
   let problem = null;
   try {
@@ -572,8 +584,7 @@ async function hostOut(g, kase) {
   state.array = null;
   if (problem) throw problem;
   guestResult(g, dropped);
-  await collect();
-  checkAllReleased(base, 1, `after ${g.name} dropped its import and the producer its array`);
+  await finalCheck(base, 1, `after ${g.name} dropped its import and the producer its array`);
   return `ok ${state.answer}`;
 }
 
@@ -699,6 +710,8 @@ async function main() {
       if (typeof global.gc !== 'function' && !line.startsWith('hello')) {
         throw new CheckFailed('the agent was started without --expose-gc, so it cannot check releases');
       }
+      settledAtStart = settled;
+      settled = false;
       response = await answer(line);
     } catch (error) {
       if (error instanceof Unsupported) {
