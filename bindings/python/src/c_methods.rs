@@ -46,12 +46,7 @@ impl MethodDef {
         func: ffi::PyCFunction,
         doc: &'static CStr,
     ) -> Self {
-        MethodDef(ffi::PyMethodDef {
-            ml_name: name.as_ptr(),
-            ml_meth: ffi::PyMethodDefPointer { PyCFunction: func },
-            ml_flags: ffi::METH_NOARGS,
-            ml_doc: doc.as_ptr(),
-        })
+        Self::plain(name, func, ffi::METH_NOARGS, doc)
     }
 
     /// A `METH_O` method (one positional argument).
@@ -60,10 +55,20 @@ impl MethodDef {
         func: ffi::PyCFunction,
         doc: &'static CStr,
     ) -> Self {
+        Self::plain(name, func, ffi::METH_O, doc)
+    }
+
+    /// A method with the plain `PyCFunction` signature and the given calling convention.
+    const fn plain(
+        name: &'static CStr,
+        func: ffi::PyCFunction,
+        flags: std::ffi::c_int,
+        doc: &'static CStr,
+    ) -> Self {
         MethodDef(ffi::PyMethodDef {
             ml_name: name.as_ptr(),
             ml_meth: ffi::PyMethodDefPointer { PyCFunction: func },
-            ml_flags: ffi::METH_O,
+            ml_flags: flags,
             ml_doc: doc.as_ptr(),
         })
     }
