@@ -4,7 +4,9 @@ Conventions a documentation block follows:
 
 - A block whose info string starts with `python`, `js`, `julia`, `mojo`, `c`, `rust` or `sh`
   (`bash` and `console` are read as `sh`) is a complete program and is run on its own, in a fresh
-  temporary directory (`sh` blocks run in the repository root). It must exit 0.
+  temporary directory (`sh` blocks run in the repository root). It must exit 0. (Mojo blocks
+  are compiled together, each a module of its own, into one program that runs one block at a
+  time.)
 - A block whose info string has the word `illustration` (```python illustration) is shown, not
   run; the runner counts these.
 - A block whose info string has the word `embedded-julia` needs Julia embedded through jlrs
@@ -228,6 +230,10 @@ class Runner:
         self.failed_crates: set[str] = set()
         self.crates_root = Path(tempfile.mkdtemp(prefix="dlbridge-docs-crates-"))
         atexit.register(shutil.rmtree, self.crates_root, True)
+        # The Mojo blocks compiled into one program (prepare_mojo): its path, and each block's
+        # number in it, by (document, line).
+        self.mojo_program: Path | None = None
+        self.mojo_numbers: dict[tuple[Path, int], int] = {}
 
     def target(self, name: str) -> Path:
         """A build folder under the target directory, shared by every run."""
@@ -300,9 +306,12 @@ class Runner:
             manifest = tomllib.loads(files["Cargo.toml"])
             library = manifest.get("lib", {}).get("name") or manifest["package"]["name"]
             addon = json.loads(files["package.json"])["main"]
-            # Without @napi-rs/cli: cargo build, and the library copied to the .node file.
-            run(["cargo", "build", "--release", "--offline"])
-            built = Path(env["CARGO_TARGET_DIR"]) / "release" / f"lib{library.replace('-', '_')}.so"
+            # Without @napi-rs/cli: cargo build, and the library copied to the .node file. The
+            # build names the host target, as `napi build` does, so that both share one build.
+            host = host_target()
+            run(["cargo", "build", "--release", "--offline", "--target", host])
+            built = Path(env["CARGO_TARGET_DIR"]) / host / "release"
+            built /= f"lib{library.replace('-', '_')}.so"
             shutil.copy(built, folder / addon)
             if self.env.get("DOCS_NAPI"):
                 # With it, as napi-rs users build: `napi build --release` writes the same file,
@@ -322,6 +331,43 @@ class Runner:
         self.failed_crates.discard(name)
         self.crates[name] = (folder, needs)
         return "\n".join(log)
+
+    def prepare_mojo(self, blocks: list[Block]) -> None:
+        """Compiles the Mojo blocks into one program that runs block K as `program K`.
+
+        A `mojo build` spends seconds on dlbridge and the standard library for each program, so
+        one build for every block costs about what one block alone does, and
+        scripts/mojo-build.sh skips it when nothing changed. Each block becomes a module of its
+        own (`block_K.mojo`, its `main` called by the program's), so blocks keep their own
+        names. Where the joint build fails, every block runs alone with `mojo run`, and the
+        failure names its block.
+        """
+        if not blocks:
+            return
+        folder = self.target("docs-mojo")
+        shutil.rmtree(folder, ignore_errors=True)
+        folder.mkdir(parents=True)
+        driver = ["from std.sys import argv", ""]
+        driver += [f"import block_{k}" for k in range(len(blocks))]
+        driver += ["", "", "def main() raises:", "    var which = String(argv()[1])"]
+        for k, block in enumerate(blocks):
+            program, _ = split_files(block)
+            (folder / f"block_{k}.mojo").write_text(program)
+            driver += [f'    if which == "{k}":', f"        block_{k}.main()"]
+        (folder / "main.mojo").write_text("\n".join(driver) + "\n")
+        program_path = self.target("docs-mojo-program")
+        started = time.monotonic()
+        build = [str(self.repo / "scripts" / "mojo-build.sh"), str(program_path)]
+        build += [str(folder / "main.mojo"), "-I", str(self.repo / "bindings" / "mojo")]
+        build += ["-I", str(folder)]
+        done = subprocess.run(build, env=self.env, capture_output=True, text=True, timeout=TIMEOUT_S)
+        seconds = time.monotonic() - started
+        if done.returncode != 0:
+            print(f"note: the {len(blocks)} Mojo blocks did not build as one program; each runs alone")
+            return
+        print(f"note: the {len(blocks)} Mojo blocks built as one program ({seconds:.1f} s)")
+        self.mojo_program = program_path
+        self.mojo_numbers = {(block.path, block.line): k for k, block in enumerate(blocks)}
 
     def tool(self, name: str) -> str:
         value = self.env.get(name)
@@ -354,6 +400,9 @@ class Runner:
             (workdir / "main.jl").write_text(program)
             return julia + ["main.jl"], workdir
         if block.lang == "mojo":
+            number = self.mojo_numbers.get((block.path, block.line))
+            if self.mojo_program is not None and number is not None:
+                return [str(self.mojo_program), str(number)], workdir
             (workdir / "main.mojo").write_text(program)
             mojo = self.tool("DOCS_MOJO")
             return [mojo, "run", "-I", str(self.repo / "bindings" / "mojo"), "main.mojo"], workdir
@@ -444,6 +493,12 @@ class Runner:
         return None
 
 
+def host_target() -> str:
+    """The target triple rustc builds for by default (`rustc -vV`'s `host:` line)."""
+    info = subprocess.run(["rustc", "-vV"], capture_output=True, text=True, check=True).stdout
+    return next(line.split(": ", 1)[1] for line in info.splitlines() if line.startswith("host: "))
+
+
 def extract(block: Block, folder: Path) -> None:
     """Writes a block's program (main.<ext>) and its other files into `folder`."""
     program, files = split_files(block)
@@ -500,6 +555,18 @@ def main() -> int:
         for block in parse_blocks(path)
         if args.lang and block.lang in args.lang
     } - {None}
+    if not (args.list or args.extract or args.python_imports_only is not None):
+        runner.prepare_mojo(
+            [
+                block
+                for path in documents
+                for block in parse_blocks(path)
+                if block.lang == "mojo"
+                and "illustration" not in block.flags
+                and (not args.lang or "mojo" in args.lang)
+                and args.embedded_julia == (EMBEDDED_JULIA in block.flags)
+            ]
+        )
     for path in documents:
         for block in parse_blocks(path):
             shown = os.path.relpath(block.path, repo) + f":{block.line}"
