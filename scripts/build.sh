@@ -55,7 +55,23 @@ mojo_programs() {
   "$REPO_ROOT/scripts/mojo-build.sh" "$TARGET_DIR/matrix/mojo-agent" \
     tests/matrix/agents/mojo/agent.mojo -I bindings/mojo
 }
+# The Python venvs and napi-rs's command-line tool that the phases use, installed in the
+# background where the cache lacks them: downloading and unpacking gigabytes (torch, dpnp) waits
+# on the network and the disk more than on the CPU, so it runs beside the cargo builds. Each is
+# built under its own lock: a step that needs one waits for it, and a phase whose install failed
+# here tries again and reports it.
+prefetch() {
+  local name
+  for name in python-test python-min-numpy python-typecheck python-dist dpnp-test; do
+    ensure_venv "$name" "$REPO_ROOT/requirements/$name.txt" >/dev/null ||
+      log "prefetch: the $name venv did not install (its phase tries again)"
+  done
+  ensure_napi_cli >/dev/null || log "prefetch: napi-rs's command-line tool did not install"
+}
 mkdir -p "$TARGET_DIR"
+log "build: the phases' Python venvs and tools, in the background where missing ($TARGET_DIR/prefetch.log)"
+prefetch >"$TARGET_DIR/prefetch.log" 2>&1 &
+prefetch_pid=$!
 log "build: the Mojo test runner and the matrix's Mojo agent, in the background ($TARGET_DIR/mojo-build.log)"
 mojo_programs >"$TARGET_DIR/mojo-build.log" 2>&1 &
 mojo_pid=$!
@@ -69,6 +85,7 @@ step "the Node addon and the napi-rs example's addon" node_addons
 step "the npm tarballs" npm_tarballs
 step "dlbridge-julia's tests (not run) and examples/julia-host" embedded_julia
 step "the matrix's agents" matrix_agents
+wait "$prefetch_pid"
 if ! wait "$mojo_pid"; then
   tail -n 40 "$TARGET_DIR/mojo-build.log" >&2
   log "build: the Mojo programs did not build"

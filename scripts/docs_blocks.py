@@ -235,9 +235,13 @@ class Runner:
         self.mojo_program: Path | None = None
         self.mojo_numbers: dict[tuple[Path, int], int] = {}
 
+    def target_root(self) -> Path:
+        """The target directory (the folder above DOCS_LIB_DIR)."""
+        return Path(self.tool("DOCS_LIB_DIR")).parent
+
     def target(self, name: str) -> Path:
         """A build folder under the target directory, shared by every run."""
-        return Path(self.tool("DOCS_LIB_DIR")).parent / name
+        return self.target_root() / name
 
     def registry_patch(self) -> str:
         """A `[patch.crates-io]` table naming the unpacked `.crate` files of `cargo package`."""
@@ -416,26 +420,27 @@ class Runner:
             )
             return ["bash", "-euo", "pipefail", "-c", script], workdir
         if block.lang == "rust":
-            # A binary crate of its own that depends on the core by path, as docs/rust.md shows,
+            # A binary crate of its own that depends on the packaged core, as docs/rust.md shows,
             # resolved against the workspace's lock file and built into one shared target folder.
-            # Blocks that embed Julia also depend on dlbridge-julia, whose workspace (and lock
-            # file) is bindings/julia; a `// file: build.rs` section sits in the crate's root.
+            # Blocks that embed Julia depend on the core and dlbridge-julia by path, resolved
+            # against bindings/julia's lock file and built into the target folder where that
+            # workspace's tests were built, whose dependency builds (jlrs) they share; a
+            # `// file: build.rs` section sits in the crate's root.
             (workdir / "src").mkdir()
             (workdir / "src" / "main.rs").write_text(program)
             dependencies = 'dlbridge = "0.1"\n'
-            lock, target_name = self.repo / "Cargo.lock", "docs-blocks"
+            lock, target = self.repo / "Cargo.lock", self.target("docs-blocks")
             patch = self.registry_patch()
             if EMBEDDED_JULIA in block.flags:
                 julia = self.repo / "bindings" / "julia"
                 dependencies = f'dlbridge = {{ path = "{self.repo}/crates/dlbridge" }}\n'
                 dependencies += f'dlbridge-julia = {{ path = "{julia}/dlbridge-julia" }}\n'
-                lock, target_name, patch = julia / "Cargo.lock", "docs-blocks-julia", ""
+                lock, target, patch = julia / "Cargo.lock", self.target_root(), ""
             (workdir / "Cargo.toml").write_text(
                 '[package]\nname = "docs-block"\nversion = "0.0.0"\nedition = "2021"\n\n'
                 f"[dependencies]\n{dependencies}\n{patch}\n[workspace]\n"
             )
             shutil.copy(lock, workdir / "Cargo.lock")
-            target = str(Path(self.tool("DOCS_LIB_DIR")).parent / target_name)
             return ["env", f"CARGO_TARGET_DIR={target}", "cargo", "run", "-q", "--offline"], workdir
         (workdir / "main.sh").write_text(program)
         return ["bash", "-euo", "pipefail", str(workdir / "main.sh")], self.repo

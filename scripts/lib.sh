@@ -47,6 +47,28 @@ ensure_venv() {
   printf '%s\n' "$venv"
 }
 
+# ensure_napi_cli: prints the path of napi-rs's command-line tool (requirements/napi-cli),
+# installed with `npm ci` on first use; cached by its lock file and Node's version.
+ensure_napi_cli() {
+  local spec=$REPO_ROOT/requirements/napi-cli hash dir
+  hash=$({ cat "$spec/package-lock.json"; node --version; } | sha256sum | cut -c1-16)
+  dir=$DLBRIDGE_CACHE/napi-cli-$hash
+  if [[ ! -e $dir/.complete ]]; then
+    mkdir -p "$DLBRIDGE_CACHE"
+    (
+      flock 9
+      if [[ ! -e $dir/.complete ]]; then
+        log "npm ci @napi-rs/cli into $dir"
+        rm -rf "$dir" && mkdir -p "$dir"
+        cp "$spec/package.json" "$spec/package-lock.json" "$dir/"
+        (cd "$dir" && npm ci --no-audit --no-fund --loglevel=error) >&2
+        touch "$dir/.complete"
+      fi
+    ) 9>"$dir.lock"
+  fi
+  printf '%s\n' "$dir/node_modules/.bin/napi"
+}
+
 # The clone's build folder, and the folder its Python wheels are unpacked into. The overlay goes on
 # PYTHONPATH ahead of a cached venv's site-packages (numpy, torch, jax, ...): the venvs are shared
 # by every clone and never get this clone's packages installed into them.

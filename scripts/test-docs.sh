@@ -45,28 +45,9 @@ if ! prebuilt; then
   "$REPO_ROOT/scripts/test-crate-packages.sh" --no-verify >&2
 fi
 
-# napi-rs's command-line tool (requirements/napi-cli), with which the napi-rs tutorial's addon is
-# also built as napi-rs users build it; cached by its lock file and Node's version.
-napi_cli() {
-  local spec=$REPO_ROOT/requirements/napi-cli hash dir
-  hash=$({ cat "$spec/package-lock.json"; node --version; } | sha256sum | cut -c1-16)
-  dir=$DLBRIDGE_CACHE/napi-cli-$hash
-  if [[ ! -e $dir/.complete ]]; then
-    mkdir -p "$DLBRIDGE_CACHE"
-    (
-      flock 9
-      if [[ ! -e $dir/.complete ]]; then
-        log "npm ci @napi-rs/cli into $dir"
-        rm -rf "$dir" && mkdir -p "$dir"
-        cp "$spec/package.json" "$spec/package-lock.json" "$dir/"
-        (cd "$dir" && npm ci --no-audit --no-fund --loglevel=error) >&2
-        touch "$dir/.complete"
-      fi
-    ) 9>"$dir.lock"
-  fi
-  printf '%s\n' "$dir/node_modules/.bin/napi"
-}
-DOCS_NAPI=$(napi_cli)
+# napi-rs's command-line tool, with which the napi-rs tutorial's addon is also built as napi-rs
+# users build it.
+DOCS_NAPI=$(ensure_napi_cli)
 export DOCS_NAPI
 
 # The python-test venv (numpy, torch, jax, ...) is shared by every clone: the dlbridge built here
