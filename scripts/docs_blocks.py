@@ -67,6 +67,11 @@ EMBEDDED_JULIA = "embedded-julia"
 ALIASES = {"bash": "sh", "console": "sh", "javascript": "js", "py": "python"}
 COMMENT = {"python": "#", "julia": "#", "sh": "#", "mojo": "#", "js": "//", "c": "//", "rust": "//"}
 TIMEOUT_S = 600
+# The build folder (under the target directory) of everything built against the packaged crates:
+# `cargo package`'s verification (scripts/test-crate-packages.sh), the tutorial crates and the
+# Rust blocks, all in the dev profile for the host target named explicitly, so that they share
+# the dependencies' builds.
+REGISTRY_BUILD = "registry-build"
 
 
 @dataclass
@@ -281,7 +286,8 @@ class Runner:
         (folder / ".cargo" / "config.toml").write_text(self.registry_patch())
         # The workspace's lock file pins the registry dependencies to versions already fetched.
         shutil.copy(self.repo / "Cargo.lock", folder / "Cargo.lock")
-        env = {**self.env, "CARGO_TARGET_DIR": str(self.target("docs-crates") / "target")}
+        env = {**self.env, "CARGO_TARGET_DIR": str(self.target(REGISTRY_BUILD))}
+        host = host_target()
         needs: dict[str, str] = {}
         log: list[str] = []
 
@@ -301,7 +307,7 @@ class Runner:
             python_bin = Path(self.tool("DOCS_PYTHON")).parent
             wheels, site = folder / "wheels", folder / "site"
             maturin = str(python_bin / "maturin")
-            run([maturin, "build", "--release", "--offline", "--out", str(wheels)])
+            run([maturin, "build", "--offline", "--target", host, "--out", str(wheels)])
             pip = [str(python_bin / "python"), "-m", "pip", "install", "-q", "--no-deps"]
             pip += ["--disable-pip-version-check", "--target", str(site)]
             run([*pip, *map(str, wheels.glob("*.whl"))])
@@ -310,19 +316,17 @@ class Runner:
             manifest = tomllib.loads(files["Cargo.toml"])
             library = manifest.get("lib", {}).get("name") or manifest["package"]["name"]
             addon = json.loads(files["package.json"])["main"]
-            # Without @napi-rs/cli: cargo build, and the library copied to the .node file. The
-            # build names the host target, as `napi build` does, so that both share one build.
-            host = host_target()
-            run(["cargo", "build", "--release", "--offline", "--target", host])
-            built = Path(env["CARGO_TARGET_DIR"]) / host / "release"
+            # Without @napi-rs/cli: cargo build, and the library copied to the .node file.
+            run(["cargo", "build", "--offline", "--target", host])
+            built = Path(env["CARGO_TARGET_DIR"]) / host / "debug"
             built /= f"lib{library.replace('-', '_')}.so"
             shutil.copy(built, folder / addon)
             if self.env.get("DOCS_NAPI"):
-                # With it, as napi-rs users build: `napi build --release` writes the same file,
-                # which must load and export the same functions.
+                # With it, as napi-rs users build: `napi build` writes the same file, which must
+                # load and export the same functions.
                 cli = folder / "napi-cli"
                 cli.mkdir()
-                run([self.env["DOCS_NAPI"], "build", "--release", "--output-dir", str(cli)])
+                run([self.env["DOCS_NAPI"], "build", "--target", host, "--output-dir", str(cli)])
                 same_exports = (
                     "const keys = (f) => Object.keys(require(f)).sort().join();"
                     f"const [a, b] = [keys('./{addon}'), keys('./napi-cli/{addon}')];"
@@ -331,7 +335,7 @@ class Runner:
                 run(["node", "-e", same_exports])
             needs["addon"] = addon
         else:
-            run(["cargo", "build", "--release", "--offline"])
+            run(["cargo", "build", "--offline", "--target", host])
         self.failed_crates.discard(name)
         self.crates[name] = (folder, needs)
         return "\n".join(log)
@@ -421,27 +425,32 @@ class Runner:
             return ["bash", "-euo", "pipefail", "-c", script], workdir
         if block.lang == "rust":
             # A binary crate of its own that depends on the packaged core, as docs/rust.md shows,
-            # resolved against the workspace's lock file and built into one shared target folder.
+            # resolved against the workspace's lock file and built in REGISTRY_BUILD.
             # Blocks that embed Julia depend on the core and dlbridge-julia by path, resolved
             # against bindings/julia's lock file and built into the target folder where that
-            # workspace's tests were built, whose dependency builds (jlrs) they share; a
-            # `// file: build.rs` section sits in the crate's root.
+            # workspace's tests were built, with that workspace's debug-info setting, so that
+            # they share its dependency builds (jlrs); a `// file: build.rs` section sits in the
+            # crate's root.
             (workdir / "src").mkdir()
             (workdir / "src" / "main.rs").write_text(program)
             dependencies = 'dlbridge = "0.1"\n'
-            lock, target = self.repo / "Cargo.lock", self.target("docs-blocks")
-            patch = self.registry_patch()
+            lock, target = self.repo / "Cargo.lock", self.target(REGISTRY_BUILD)
+            patch, options = self.registry_patch(), ["--target", host_target()]
             if EMBEDDED_JULIA in block.flags:
                 julia = self.repo / "bindings" / "julia"
                 dependencies = f'dlbridge = {{ path = "{self.repo}/crates/dlbridge" }}\n'
                 dependencies += f'dlbridge-julia = {{ path = "{julia}/dlbridge-julia" }}\n'
                 lock, target, patch = julia / "Cargo.lock", self.target_root(), ""
+                manifest = tomllib.loads((julia / "Cargo.toml").read_text())
+                debug = manifest["profile"]["dev"]["debug"]
+                options = [f"--config=profile.dev.debug={json.dumps(debug)}"]
             (workdir / "Cargo.toml").write_text(
                 '[package]\nname = "docs-block"\nversion = "0.0.0"\nedition = "2021"\n\n'
                 f"[dependencies]\n{dependencies}\n{patch}\n[workspace]\n"
             )
             shutil.copy(lock, workdir / "Cargo.lock")
-            return ["env", f"CARGO_TARGET_DIR={target}", "cargo", "run", "-q", "--offline"], workdir
+            run = ["cargo", "run", "-q", "--offline", *options]
+            return ["env", f"CARGO_TARGET_DIR={target}", *run], workdir
         (workdir / "main.sh").write_text(program)
         return ["bash", "-euo", "pipefail", str(workdir / "main.sh")], self.repo
 

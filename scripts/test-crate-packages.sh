@@ -22,24 +22,32 @@ if [[ ${1:-} == --no-verify ]]; then verify=(--no-verify); fi
 
 # --allow-dirty: a working tree with uncommitted edits packages what it holds (a clean clone,
 # as in CI, is unaffected).
+# Verification builds into target/registry-build, for the host target named explicitly: the
+# documentation's tutorial crates and Rust blocks, which use the same .crate files, build there
+# too (scripts/docs_blocks.py), with the same profile and target, and share the dependencies'
+# builds.
 # cargo verifies each package against the others through a local registry, and takes a
 # registry crate for immutable: a version it unpacked (under $CARGO_HOME/registry/src/-<hash>/)
 # or compiled before is never unpacked or compiled again, so a later run would verify against
-# the previous run's sources. Verification therefore runs in a target folder of its own
-# (target/package-verify), where our crates' compiled units and unpacked copies are removed
-# first; the dependencies' builds stay cached there. The .crate files are then copied to
-# target/package.
-verify_target=$TARGET_DIR/package-verify
+# the previous run's sources. Our crates' unpacked copies, and the units compiled from them,
+# are therefore removed first (a unit without its fingerprint is rebuilt). The units the
+# tutorials build from their own unpacked copies (target/docs-crates/packages, which their
+# dep-info names) stay: cargo checks those sources.
+host=$(rustc -vV | sed -n 's/^host: //p')
+verify_target=$TARGET_DIR/registry-build
 for crate in "${crates[@]}"; do
   version=$(cargo pkgid -p "$crate" | sed 's/.*[#@]//')
   rm -rf "${CARGO_HOME:-$HOME/.cargo}"/registry/src/-*/"$crate-$version"
 done
-rm -rf "$verify_target"/debug/.fingerprint/dlbridge* "$verify_target"/debug/deps/*dlbridge* \
-  "$verify_target"/debug/build/dlbridge*
+shopt -s nullglob
+for fingerprint in "$verify_target"/{debug,"$host"/debug}/.fingerprint/dlbridge*; do
+  grep -qa docs-crates/packages/ /dev/null "$fingerprint"/dep-* || rm -rf "$fingerprint"
+done
+shopt -u nullglob
 
 log "cargo package ${crates[*]}"
 CARGO_TARGET_DIR=$verify_target cargo package "${package_args[@]}" --locked --allow-dirty \
-  "${verify[@]}" 2>&1 | grep -v "is not included in the published package" >&2
+  --target "$host" "${verify[@]}" 2>&1 | grep -v "is not included in the published package" >&2
 mkdir -p "$TARGET_DIR/package"
 cp "$verify_target"/package/*.crate "$TARGET_DIR/package/"
 
