@@ -40,6 +40,7 @@ node_addons() { "$REPO_ROOT/scripts/test-napi-example.sh" --build-only; }
 npm_tarballs() { DLBRIDGE_DIST_TARGET=$TARGET_DIR "$REPO_ROOT/scripts/dist-node.sh" >/dev/null; }
 embedded_julia() {
   local manifest=(--manifest-path "$REPO_ROOT/bindings/julia/Cargo.toml" --locked)
+  eval "$("$REPO_ROOT/scripts/julia-build-env.sh")"
   cargo test "${manifest[@]}" --workspace --no-run
   cargo build "${manifest[@]}" --example julia-host
 }
@@ -55,13 +56,15 @@ mojo_programs() {
   "$REPO_ROOT/scripts/mojo-build.sh" "$TARGET_DIR/matrix/mojo-agent" \
     tests/matrix/agents/mojo/agent.mojo -I bindings/mojo
 }
-# The Python venvs and napi-rs's command-line tool that the phases use, installed in the
-# background where the cache lacks them: downloading and unpacking gigabytes (torch, dpnp) waits
-# on the network and the disk more than on the CPU, so it runs beside the cargo builds. Each is
-# built under its own lock: a step that needs one waits for it, and a phase whose install failed
+# Julia (with the headers and libclang that building jlrs needs), the Python venvs and napi-rs's
+# command-line tool that the later steps and the phases use, installed in the background where
+# the cache lacks them: downloading and unpacking gigabytes (torch, dpnp) waits on the network
+# and the disk more than on the CPU, so it runs beside the cargo builds. Each is installed under
+# its own lock: a step that needs one waits for it, and a step or phase whose install failed
 # here tries again and reports it.
 prefetch() {
   local name
+  "$REPO_ROOT/scripts/julia-build-env.sh" >/dev/null || log "prefetch: Julia did not install"
   for name in python-test python-min-numpy python-typecheck python-dist dpnp-test; do
     ensure_venv "$name" "$REPO_ROOT/requirements/$name.txt" >/dev/null ||
       log "prefetch: the $name venv did not install (its phase tries again)"
@@ -69,14 +72,13 @@ prefetch() {
   ensure_napi_cli >/dev/null || log "prefetch: napi-rs's command-line tool did not install"
 }
 mkdir -p "$TARGET_DIR"
-log "build: the phases' Python venvs and tools, in the background where missing ($TARGET_DIR/prefetch.log)"
+log "build: Julia, the Python venvs and tools, in the background where missing ($TARGET_DIR/prefetch.log)"
 prefetch >"$TARGET_DIR/prefetch.log" 2>&1 &
 prefetch_pid=$!
 log "build: the Mojo test runner and the matrix's Mojo agent, in the background ($TARGET_DIR/mojo-build.log)"
 mojo_programs >"$TARGET_DIR/mojo-build.log" 2>&1 &
 mojo_pid=$!
 
-eval "$("$REPO_ROOT/scripts/julia-build-env.sh")"
 step "the workspace's tests (cargo test --workspace --no-run)" rust_tests
 step "libdlbridge, debug and release" libdlbridge
 step "the crates as a registry serves them (cargo package)" crate_packages
