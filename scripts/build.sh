@@ -40,7 +40,6 @@ node_addons() { "$REPO_ROOT/scripts/test-napi-example.sh" --build-only; }
 npm_tarballs() { DLBRIDGE_DIST_TARGET=$TARGET_DIR "$REPO_ROOT/scripts/dist-node.sh" >/dev/null; }
 embedded_julia() {
   local manifest=(--manifest-path "$REPO_ROOT/bindings/julia/Cargo.toml" --locked)
-  eval "$("$REPO_ROOT/scripts/julia-build-env.sh")"
   cargo test "${manifest[@]}" --workspace --no-run
   cargo build "${manifest[@]}" --example julia-host
 }
@@ -82,6 +81,8 @@ mojo_pid=$!
 step "the workspace's tests (cargo test --workspace --no-run)" rust_tests
 step "libdlbridge, debug and release" libdlbridge
 step "the crates as a registry serves them (cargo package)" crate_packages
+# From here on, Julia's build environment: dlbridge.julia and dlbridge-julia build jlrs.
+eval "$("$REPO_ROOT/scripts/julia-build-env.sh")"
 step "the Python overlay folder: dlbridge, dlbridge.julia, the pyo3 example" python_overlay
 step "the Node addon and the napi-rs example's addon" node_addons
 step "the npm tarballs" npm_tarballs

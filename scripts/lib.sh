@@ -12,13 +12,39 @@ export DLBRIDGE_CACHE
 # log MSG...: progress and errors go to stderr, so stdout stays for results.
 log() { printf '==> [%(%H:%M:%S)T] %s\n' -1 "$*" >&2; }
 
+# The uv that installs the venvs: PyPI's `uv` wheel, pinned.
+UV_VERSION=0.13.9
+
+# ensure_uv: prints the path of uv, installing it on first use into
+# $DLBRIDGE_CACHE/tools/uv-<version> (a venv of its own, as ./just installs just).
+ensure_uv() {
+  local dir=$DLBRIDGE_CACHE/tools/uv-$UV_VERSION
+  if [[ ! -x $dir/bin/uv ]]; then
+    mkdir -p "$DLBRIDGE_CACHE/tools"
+    (
+      flock 9 || exit 1
+      if [[ ! -x $dir/bin/uv ]]; then
+        log "installing uv $UV_VERSION into $dir"
+        rm -rf "$dir"
+        { python3 -m venv "$dir" &&
+          "$dir/bin/python" -m pip install -q --disable-pip-version-check "uv==$UV_VERSION"; } >&2 ||
+          { log "ensure_uv: could not install uv==$UV_VERSION into $dir"; exit 1; }
+      fi
+    ) 9>"$dir.lock" || return 1
+  fi
+  printf '%s\n' "$dir/bin/uv"
+}
+
 # ensure_venv NAME REQUIREMENTS_FILE...: print the path of a venv that has the requirement
 # files installed, building it on first use. The path is keyed by the files' contents and the
 # Python version, so a changed pin gives a new venv (old ones stay). Venvs are not relocatable,
 # so it is built in place under a lock; the .complete marker is written last, and a directory
-# without it (an interrupted build) is deleted and rebuilt.
+# without it (an interrupted build) is deleted and rebuilt. uv installs them (with pip seeded
+# into each venv): it downloads in parallel and keeps what it downloaded in its own cache
+# (${XDG_CACHE_HOME:-~/.cache}/uv, or UV_CACHE_DIR), from which it links the files into each venv,
+# so a venv built again (a changed pin, an emptied DLBRIDGE_CACHE) costs seconds, not minutes.
 ensure_venv() {
-  local name=$1 hash venv f
+  local name=$1 hash venv f uv python
   shift
   local pip_args=()
   for f in "$@"; do
@@ -37,8 +63,9 @@ ensure_venv() {
       if [[ ! -e $venv/.complete ]]; then
         log "building Python venv $venv"
         rm -rf "$venv"
-        { python3 -m venv "$venv" &&
-          "$venv/bin/python" -m pip install -q --disable-pip-version-check "${pip_args[@]}"; } >&2 ||
+        uv=$(ensure_uv) && python=$(command -v python3) || exit 1
+        { UV_PYTHON_DOWNLOADS=never "$uv" venv --quiet --seed --python "$python" "$venv" &&
+          "$uv" pip install --quiet --python "$venv/bin/python" "${pip_args[@]}"; } >&2 ||
           { log "ensure_venv: could not build $venv from $*"; exit 1; }
         touch "$venv/.complete"
       fi
