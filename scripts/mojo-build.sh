@@ -5,8 +5,6 @@
 # package (bindings/mojo), of SOURCE's folder and of each `-I` folder (OUTPUT.key holds their
 # hash). A rebuild costs tens of seconds and a reuse nothing, so the test scripts compile each
 # program once and run it as often as they need. Concurrent callers wait for each other.
-# The programs are test programs, built unoptimised (-O0): that takes a third less time than
-# Mojo's default, and the tests check behaviour, not speed.
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
@@ -21,7 +19,7 @@ for ((i = 0; i < ${#args[@]}; i++)); do
   [[ ${args[i]} == -I ]] && folders+=("${args[i + 1]}")
 done
 key=$({
-  printf '%s\n' "$mojo" "$source" -O0 "$@"
+  printf '%s\n' "$mojo" "$source" "$@"
   find "${folders[@]}" -name '*.mojo' -print0 | sort -zu | xargs -0 sha256sum
 } | sha256sum | cut -c1-16)
 
@@ -33,5 +31,5 @@ if [[ -x $output && -f $output.key && $(<"$output.key") == "$key" ]]; then
 fi
 log "mojo build $source -> $output"
 rm -f "$output.key"
-mojo build -O0 "$@" "$source" -o "$output" >&2
+mojo build "$@" "$source" -o "$output" >&2
 printf '%s\n' "$key" >"$output.key"
