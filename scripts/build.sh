@@ -3,8 +3,8 @@
 # DLBRIDGE_PREBUILT=1 (scripts/run_phases.py): the workspace's tests (not run), libdlbridge
 # (debug for the C test, release for the frontends), the packaged crates (`cargo package`, each
 # verified from its .crate), the Python overlay folder (dlbridge, the pyo3 example, dlbridge.julia),
-# the Node addon, the napi-rs example addon and the npm tarballs, the dlbridge-julia workspace's
-# tests and host example, and the matrix's agents. One set of cargo flags (`--locked`) throughout;
+# the Node addon, the napi-rs example addon and the npm tarballs, the release wheel and sdist,
+# the dlbridge-julia workspace's tests and host example, and the matrix's agents. One set of cargo flags (`--locked`) throughout;
 # each step is idempotent, and cargo and maturin rebuild only what changed.
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -43,6 +43,9 @@ embedded_julia() {
   cargo test "${manifest[@]}" --workspace --no-run
   cargo build "${manifest[@]}" --example julia-host
 }
+# The release wheel (manylinux2014, through zig) and the sdist, for test-python-release.sh; in a
+# target folder of its own (target/dist-build).
+python_release() { "$REPO_ROOT/scripts/dist-python.sh" "$TARGET_DIR/python-release"; }
 matrix_agents() { DLBRIDGE_PREBUILT=1 "$REPO_ROOT/scripts/test-matrix.sh" --build-only; }
 
 # The Mojo programs (the test runner and the matrix's agent) compile beside the cargo builds: a
@@ -70,17 +73,34 @@ prefetch() {
   done
   ensure_napi_cli >/dev/null || log "prefetch: napi-rs's command-line tool did not install"
 }
-mkdir -p "$TARGET_DIR"
-log "build: Julia, the Python venvs and tools, in the background where missing ($TARGET_DIR/prefetch.log)"
-prefetch >"$TARGET_DIR/prefetch.log" 2>&1 &
-prefetch_pid=$!
-log "build: the Mojo test runner and the matrix's Mojo agent, in the background ($TARGET_DIR/mojo-build.log)"
-mojo_programs >"$TARGET_DIR/mojo-build.log" 2>&1 &
-mojo_pid=$!
+# background FUNCTION WHAT: starts a build step (a function above) beside the others, its output
+# in target/build-logs/FUNCTION.log. await FUNCTION: waits for it, and stops the build where it
+# failed, showing the end of its log.
+declare -A background_pids
+background() {
+  log "build: $2, in the background ($TARGET_DIR/build-logs/$1.log)"
+  { "$1" && log "done in $((SECONDS - started)) s"; } >"$TARGET_DIR/build-logs/$1.log" 2>&1 &
+  background_pids[$1]=$!
+}
+await() {
+  if ! wait "${background_pids[$1]}"; then
+    tail -n 40 "$TARGET_DIR/build-logs/$1.log" >&2
+    log "build: $1 failed"
+    exit 1
+  fi
+  log "build: $1 $(tail -n 1 "$TARGET_DIR/build-logs/$1.log" | sed 's/^==> \[[^]]*\] //')"
+}
+mkdir -p "$TARGET_DIR/build-logs"
+background prefetch "what the cache lacks (Julia, the Python venvs, napi-rs's CLI)"
+background mojo_programs "the Mojo test runner and the matrix's Mojo agent"
+# The packaged crates and the release wheel build in folders of their own
+# (target/registry-build, target/dist-build), so cargo runs there beside the builds in target/,
+# and each fills the cores the others leave idle.
+background crate_packages "the crates as a registry serves them (cargo package)"
+background python_release "the release wheel and sdist (target/python-release)"
 
 step "the workspace's tests (cargo test --workspace --no-run)" rust_tests
 step "libdlbridge, debug and release" libdlbridge
-step "the crates as a registry serves them (cargo package)" crate_packages
 # From here on, Julia's build environment: dlbridge.julia and dlbridge-julia build jlrs.
 eval "$("$REPO_ROOT/scripts/julia-build-env.sh")"
 step "the Python overlay folder: dlbridge, dlbridge.julia, the pyo3 example" python_overlay
@@ -88,11 +108,9 @@ step "the Node addon and the napi-rs example's addon" node_addons
 step "the npm tarballs" npm_tarballs
 step "dlbridge-julia's tests (not run) and examples/julia-host" embedded_julia
 step "the matrix's agents" matrix_agents
-wait "$prefetch_pid"
-if ! wait "$mojo_pid"; then
-  tail -n 40 "$TARGET_DIR/mojo-build.log" >&2
-  log "build: the Mojo programs did not build"
-  exit 1
-fi
+await prefetch
+await crate_packages
+await python_release
+await mojo_programs
 
 log "build: everything in $((SECONDS - started)) s"

@@ -10,9 +10,9 @@ venv=$(ensure_venv python-min-numpy "$REPO_ROOT/requirements/python-min-numpy.tx
 # Shared by every clone: hold its lock while its dlbridge is the one built here.
 exec 8>"$venv.test.lock"
 flock 8
-dist=$(mktemp -d)
-trap 'rm -rf "$dist"' EXIT
-"$REPO_ROOT/scripts/dist-python.sh" "$dist"
+# Inside `./just test`, scripts/build.sh built the release files into target/python-release.
+dist=$TARGET_DIR/python-release
+prebuilt || "$REPO_ROOT/scripts/dist-python.sh" "$dist"
 log "installing the release wheel beside numpy $("$venv/bin/python" -c 'import numpy; print(numpy.__version__)')"
 "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --force-reinstall --no-deps \
   "$dist"/dlbridge-*-manylinux2014_x86_64*.whl >&2
