@@ -43,8 +43,8 @@ ensure_uv() {
 # into each venv): it downloads in parallel and keeps what it downloaded in its own cache
 # (${XDG_CACHE_HOME:-~/.cache}/uv, or UV_CACHE_DIR), from which it links the files into each venv,
 # so a venv built again (a changed pin, an emptied DLBRIDGE_CACHE) costs seconds, not minutes.
-# Bytecode is compiled when a module is first imported (for the few modules the tests import,
-# not the tens of thousands torch, jax and scipy ship).
+# The bytecode is compiled at install time, as pip does: where PYTHONDONTWRITEBYTECODE is set,
+# Python never writes it, and every process would compile torch's modules again.
 ensure_venv() {
   local name=$1 hash venv f uv python
   shift
@@ -67,7 +67,8 @@ ensure_venv() {
         rm -rf "$venv"
         uv=$(ensure_uv) && python=$(command -v python3) || exit 1
         { UV_PYTHON_DOWNLOADS=never "$uv" venv --quiet --seed --python "$python" "$venv" &&
-          "$uv" pip install --quiet --python "$venv/bin/python" "${pip_args[@]}"; } >&2 ||
+          "$uv" pip install --quiet --compile-bytecode --python "$venv/bin/python" \
+            "${pip_args[@]}"; } >&2 ||
           { log "ensure_venv: could not build $venv from $*"; exit 1; }
         touch "$venv/.complete"
       fi
