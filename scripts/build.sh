@@ -4,8 +4,9 @@
 # (debug for the C test, release for the frontends), the packaged crates (`cargo package`, each
 # verified from its .crate), the Python overlay folder (dlbridge, the pyo3 example, dlbridge.julia),
 # the Node addon, the napi-rs example addon and the npm tarballs, the release wheel and sdist,
-# the dlbridge-julia workspace's tests and host example, and the matrix's agents. One set of cargo flags (`--locked`) throughout;
-# each step is idempotent, and cargo and maturin rebuild only what changed.
+# the dlbridge-julia workspace's tests and host example, and the matrix's agents. One set of
+# cargo flags (`--locked`) throughout; each step is idempotent, and cargo and maturin rebuild
+# only what changed.
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 cd "$REPO_ROOT"
