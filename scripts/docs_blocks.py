@@ -49,6 +49,7 @@ from __future__ import annotations
 import argparse
 import ast
 import atexit
+import functools
 import json
 import os
 import re
@@ -507,8 +508,9 @@ class Runner:
         return None
 
 
+@functools.cache
 def host_target() -> str:
-    """The target triple rustc builds for by default (`rustc -vV`'s `host:` line)."""
+    """The target triple rustc builds for by default (`rustc -vV`'s `host:` line), asked once."""
     info = subprocess.run(["rustc", "-vV"], capture_output=True, text=True, check=True).stdout
     return next(line.split(": ", 1)[1] for line in info.splitlines() if line.startswith("host: "))
 
