@@ -9,6 +9,11 @@ REPO_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)
 DLBRIDGE_CACHE=${DLBRIDGE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/dlbridge}
 export DLBRIDGE_CACHE
 
+# Python writes each module's bytecode on its first import, into the cached venvs and the
+# clone's ignored __pycache__ folders. Where PYTHONDONTWRITEBYTECODE is set it never does, and
+# every process of the suite would compile torch's modules again.
+unset PYTHONDONTWRITEBYTECODE
+
 # log MSG...: progress and errors go to stderr, so stdout stays for results.
 log() { printf '==> [%(%H:%M:%S)T] %s\n' -1 "$*" >&2; }
 
@@ -43,8 +48,8 @@ ensure_uv() {
 # into each venv): it downloads in parallel and keeps what it downloaded in its own cache
 # (${XDG_CACHE_HOME:-~/.cache}/uv, or UV_CACHE_DIR), from which it links the files into each venv,
 # so a venv built again (a changed pin, an emptied DLBRIDGE_CACHE) costs seconds, not minutes.
-# The bytecode is compiled at install time, as pip does: where PYTHONDONTWRITEBYTECODE is set,
-# Python never writes it, and every process would compile torch's modules again.
+# Bytecode is not compiled at install: Python writes it on first import (see below), for the few
+# modules of torch or jax that a test imports rather than all of them.
 ensure_venv() {
   local name=$1 hash venv f uv python
   shift
@@ -67,7 +72,7 @@ ensure_venv() {
         rm -rf "$venv"
         uv=$(ensure_uv) && python=$(command -v python3) || exit 1
         { UV_PYTHON_DOWNLOADS=never "$uv" venv --quiet --seed --python "$python" "$venv" &&
-          "$uv" pip install --quiet --compile-bytecode --python "$venv/bin/python" \
+          "$uv" pip install --quiet --python "$venv/bin/python" \
             "${pip_args[@]}"; } >&2 ||
           { log "ensure_venv: could not build $venv from $*"; exit 1; }
         touch "$venv/.complete"
