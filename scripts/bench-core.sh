@@ -3,7 +3,7 @@
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 cd "$REPO_ROOT"
 log "cargo bench (core)"
-cargo bench --locked -p dlbridge --bench core -- --warm-up-time 1 --measurement-time 5
+cargo bench --locked -p dlbridge-bench --bench core -- --warm-up-time 1 --measurement-time 5
 venv=$(ensure_venv bench "$REPO_ROOT/requirements/bench.txt")
 "$venv/bin/python" scripts/bench_report.py core
 "$venv/bin/python" scripts/bench_report.py shm

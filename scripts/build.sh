@@ -13,12 +13,26 @@ cd "$REPO_ROOT"
 unset DLBRIDGE_PREBUILT
 
 started=$SECONDS
-# step NAME FUNCTION: runs one build step (a function below), logging its name and duration.
+mkdir -p "$TARGET_DIR/build-logs"
+# cpu_seconds NAME: sets CPU_SECONDS to the CPU time (user + system, whole seconds) that this
+# shell's finished child processes have used so far. It must run in the shell itself, not in a
+# $(...) subshell, which has no finished children; NAME names the scratch file `times` writes to.
+cpu_seconds() {
+  local file=$TARGET_DIR/build-logs/$1.times
+  times >"$file"
+  CPU_SECONDS=$(awk 'NR == 2 { split($1, u, /[ms]/); split($2, s, /[ms]/);
+                               printf "%d\n", u[1] * 60 + u[2] + s[1] * 60 + s[2] }' "$file")
+}
+# step NAME FUNCTION: runs one build step (a function below), logging its name, its duration and
+# the CPU time it used.
 step() {
-  local begin=$SECONDS
+  local begin=$SECONDS cpu
+  cpu_seconds main
+  cpu=$CPU_SECONDS
   log "build: $1"
   "$2"
-  log "build: $1 done in $((SECONDS - begin)) s"
+  cpu_seconds main
+  log "build: $1 done in $((SECONDS - begin)) s, $((CPU_SECONDS - cpu)) CPU-s"
 }
 
 rust_tests() {
@@ -80,7 +94,8 @@ prefetch() {
 declare -A background_pids
 background() {
   log "build: $2, in the background ($TARGET_DIR/build-logs/$1.log)"
-  { "$1" && log "done in $((SECONDS - started)) s"; } >"$TARGET_DIR/build-logs/$1.log" 2>&1 &
+  { "$1" && cpu_seconds "$1" && log "done in $((SECONDS - started)) s, $CPU_SECONDS CPU-s"; } \
+    >"$TARGET_DIR/build-logs/$1.log" 2>&1 &
   background_pids[$1]=$!
 }
 await() {
@@ -91,7 +106,6 @@ await() {
   fi
   log "build: $1 $(tail -n 1 "$TARGET_DIR/build-logs/$1.log" | sed 's/^==> \[[^]]*\] //')"
 }
-mkdir -p "$TARGET_DIR/build-logs"
 background prefetch "what the cache lacks (Julia, the Python venvs, napi-rs's CLI)"
 background mojo_programs "the Mojo test runner and the matrix's Mojo agent"
 # The packaged crates and the release wheel build in folders of their own
@@ -114,4 +128,5 @@ await crate_packages
 await python_release
 await mojo_programs
 
-log "build: everything in $((SECONDS - started)) s"
+cpu_seconds main
+log "build: everything in $((SECONDS - started)) s, $CPU_SECONDS CPU-s"

@@ -7,7 +7,8 @@ once by scripts/build.sh), its output going to target/test-logs/<name>.log. Phas
 order given, longest first, `DLBRIDGE_JOBS` at a time (default: the CPU count, at most 4): most
 phases are one single-threaded process (pytest, Julia, node), so two of them keep two cores
 busy. When a phase ends its log's tail is printed, or the whole log if it failed; at the end a
-table of the phases and their wall times. Exits 1 if any phase failed.
+table of the phases, their wall times and the CPU time each used (its processes' user and system
+time). Exits 1 if any phase failed.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ class Phase:
     process: subprocess.Popen[bytes] | None = None
     started: float = 0.0
     seconds: float = 0.0
+    cpu_seconds: float = 0.0
     status: int | None = None
 
     @property
@@ -44,7 +46,8 @@ def say(message: str) -> None:
 def report(phase: Phase) -> None:
     lines = phase.log.read_text(errors="replace").splitlines()
     if phase.status == 0:
-        say(f"ok      {phase.name} ({phase.seconds:.0f} s); the end of {phase.log}:")
+        say(f"ok      {phase.name} ({phase.seconds:.0f} s, {phase.cpu_seconds:.0f} CPU-s); "
+            f"the end of {phase.log}:")
         shown = lines[-TAIL_LINES:]
     else:
         say(f"FAILED  {phase.name} (exit status {phase.status}, {phase.seconds:.0f} s): {phase.log}")
@@ -82,10 +85,11 @@ def main() -> int:
                 phase.started = time.monotonic()
                 say(f"started {phase.name}")
                 running.append(phase)
-            pid, status = os.wait()
+            pid, status, usage = os.wait4(-1, 0)
             for phase in running:
                 if phase.process is not None and phase.process.pid == pid:
                     phase.status = os.waitstatus_to_exitcode(status)
+                    phase.cpu_seconds = usage.ru_utime + usage.ru_stime
                     phase.process.returncode = phase.status
                     phase.seconds = time.monotonic() - phase.started
                     running.remove(phase)
@@ -98,10 +102,12 @@ def main() -> int:
         raise
     failed = [phase for phase in phases if phase.status != 0]
     say(f"{len(phases) - len(failed)} of {len(phases)} phases passed "
-        f"in {time.monotonic() - began:.0f} s:")
+        f"in {time.monotonic() - began:.0f} s, "
+        f"{sum(phase.cpu_seconds for phase in phases):.0f} CPU-s:")
     for phase in phases:
         verdict = "ok" if phase.status == 0 else f"FAILED ({phase.status})"
-        print(f"    {phase.name:16} {phase.seconds:6.0f} s  {verdict}", flush=True)
+        print(f"    {phase.name:16} {phase.seconds:6.0f} s {phase.cpu_seconds:6.0f} CPU-s  {verdict}",
+              flush=True)
     return 1 if failed else 0
 
 
