@@ -24,15 +24,16 @@ cpu_seconds() {
                                printf "%d\n", u[1] * 60 + u[2] + s[1] * 60 + s[2] }' "$file")
 }
 # step NAME FUNCTION: runs one build step (a function below), logging its name, its duration and
-# the CPU time it used.
+# the CPU time it used. It runs in a subshell, whose finished children are the step's own: this
+# shell's also count the background steps below as bash reaps them.
 step() {
-  local begin=$SECONDS cpu
-  cpu_seconds main
-  cpu=$CPU_SECONDS
+  local begin=$SECONDS
   log "build: $1"
-  "$2"
-  cpu_seconds main
-  log "build: $1 done in $((SECONDS - begin)) s, $((CPU_SECONDS - cpu)) CPU-s"
+  (
+    "$2"
+    cpu_seconds step
+    log "build: $1 done in $((SECONDS - begin)) s, $CPU_SECONDS CPU-s"
+  )
 }
 
 rust_tests() {
@@ -58,8 +59,8 @@ embedded_julia() {
   cargo test "${manifest[@]}" --workspace --no-run
   cargo build "${manifest[@]}" --example julia-host
 }
-# The release wheel (manylinux2014, through zig) and the sdist, for test-python-release.sh; in a
-# target folder of its own (target/dist-build).
+# The release wheel (manylinux2014, through zig) and the sdist, for test-python-release.sh. After
+# the overlay's wheels, built with the same settings: only dlbridge's own crate is compiled again.
 python_release() { "$REPO_ROOT/scripts/dist-python.sh" "$TARGET_DIR/python-release"; }
 matrix_agents() { DLBRIDGE_PREBUILT=1 "$REPO_ROOT/scripts/test-matrix.sh" --build-only; }
 
@@ -108,24 +109,22 @@ await() {
 }
 background prefetch "what the cache lacks (Julia, the Python venvs, napi-rs's CLI)"
 background mojo_programs "the Mojo test runner and the matrix's Mojo agent"
-# The packaged crates and the release wheel build in folders of their own
-# (target/registry-build, target/dist-build), so cargo runs there beside the builds in target/,
-# and each fills the cores the others leave idle.
+# The packaged crates build in a folder of their own (target/registry-build), so cargo runs there
+# beside the builds in target/, and fills the cores they leave idle.
 background crate_packages "the crates as a registry serves them (cargo package)"
-background python_release "the release wheel and sdist (target/python-release)"
 
 step "the workspace's tests (cargo test --workspace --no-run)" rust_tests
 step "libdlbridge, debug and release" libdlbridge
 # From here on, Julia's build environment: dlbridge.julia and dlbridge-julia build jlrs.
 eval "$("$REPO_ROOT/scripts/julia-build-env.sh")"
 step "the Python overlay folder: dlbridge, dlbridge.julia, the pyo3 example" python_overlay
+step "the release wheel and sdist (target/python-release)" python_release
 step "the Node addon and the napi-rs example's addon" node_addons
 step "the npm tarballs" npm_tarballs
 step "dlbridge-julia's tests (not run) and examples/julia-host" embedded_julia
 step "the matrix's agents" matrix_agents
 await prefetch
 await crate_packages
-await python_release
 await mojo_programs
 
 cpu_seconds main

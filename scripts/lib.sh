@@ -115,17 +115,34 @@ PYTHON_OVERLAY=$TARGET_DIR/python-overlay
 # once per run.
 prebuilt() { [[ ${DLBRIDGE_PREBUILT:-} == 1 ]]; }
 
-# overlay_wheel CRATE_DIR [MATURIN_ARGS...]: builds the crate's wheel (maturin, release, for the
-# python-test venv's interpreter, with any extra maturin arguments) and unpacks it into
-# $PYTHON_OVERLAY, replacing the files of an earlier build of it (scripts/overlay_install.py).
-overlay_wheel() {
-  local crate=$1 venv wheels status=0
-  shift
+# The release wheel's build settings (scripts/dist-python.sh): linked by zig against glibc 2.17
+# and tagged manylinux2014. The suite builds its other abi3 wheels of the main workspace (dlbridge
+# with the `testing` feature, the pyo3 example, the matrix's pyo3 guest) the same way: cargo's
+# fingerprint of every unit includes the linker, so only then do they and the release wheel share
+# one build of pyo3 and the other dependencies.
+RELEASE_WHEEL_ARGS=(--zig --compatibility manylinux2014)
+
+# maturin_build CRATE_DIR OUT_DIR [MATURIN_ARGS...]: builds the crate's wheel into OUT_DIR
+# (release, for the python-test venv's interpreter, with any extra maturin arguments), with the
+# maturin and zig of the python-dist venv.
+maturin_build() {
+  local crate=$1 out=$2 venv dist
+  shift 2
   venv=$(ensure_venv python-test "$REPO_ROOT/requirements/python-test.txt")
+  dist=$(ensure_venv python-dist "$REPO_ROOT/requirements/python-dist.txt")
+  PATH=$dist/bin:$PATH "$dist/bin/maturin" build --release --quiet --locked "$@" \
+    --manifest-path "$crate/Cargo.toml" --interpreter "$venv/bin/python" --out "$out" >&2
+}
+
+# overlay_wheel CRATE_DIR [MATURIN_ARGS...]: builds the crate's wheel (maturin_build) and unpacks
+# it into $PYTHON_OVERLAY, replacing the files of an earlier build of it
+# (scripts/overlay_install.py).
+overlay_wheel() {
+  local crate=$1 wheels status=0
+  shift
   wheels=$(mktemp -d)
-  "$venv/bin/maturin" build --release --quiet --locked "$@" --manifest-path "$crate/Cargo.toml" \
-    --interpreter "$venv/bin/python" --out "$wheels" >&2 &&
-    "$venv/bin/python" "$REPO_ROOT/scripts/overlay_install.py" "$PYTHON_OVERLAY" "$wheels"/*.whl ||
+  maturin_build "$crate" "$wheels" "$@" &&
+    python3 "$REPO_ROOT/scripts/overlay_install.py" "$PYTHON_OVERLAY" "$wheels"/*.whl ||
     status=$?
   rm -rf "$wheels"
   return "$status"

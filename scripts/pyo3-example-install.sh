@@ -7,6 +7,6 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 if ! prebuilt; then
   log "building the tensorops example wheel into $PYTHON_OVERLAY"
-  overlay_wheel "$REPO_ROOT/examples/pyo3-extension"
+  overlay_wheel "$REPO_ROOT/examples/pyo3-extension" "${RELEASE_WHEEL_ARGS[@]}"
 fi
 printf '%s\n' "$PYTHON_OVERLAY"

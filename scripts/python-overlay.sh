@@ -10,6 +10,6 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 if ! prebuilt; then
   log "building the dlbridge wheel into $PYTHON_OVERLAY"
-  overlay_wheel "$REPO_ROOT/bindings/python" --features testing
+  overlay_wheel "$REPO_ROOT/bindings/python" --features testing "${RELEASE_WHEEL_ARGS[@]}"
 fi
 printf '%s\n' "$PYTHON_OVERLAY"

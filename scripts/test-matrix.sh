@@ -26,9 +26,7 @@ build_agents() {
     cargo build --manifest-path bindings/julia/Cargo.toml --target-dir "$target" --locked --release \
       --example matrix-julia-guest
     wheels=$(mktemp -d)
-    "$PYTHON_VENV/bin/maturin" build --release --quiet --locked \
-      --manifest-path tests/matrix/agents/rust/pyo3-guest/Cargo.toml \
-      --interpreter "$PYTHON_VENV/bin/python" --out "$wheels"
+    maturin_build tests/matrix/agents/rust/pyo3-guest "$wheels" "${RELEASE_WHEEL_ARGS[@]}"
     rm -rf "$DLBRIDGE_MATRIX_GUEST_RUST_PYO3"
     "$PYTHON_VENV/bin/python" -m pip install --quiet --disable-pip-version-check --no-deps \
       --target "$DLBRIDGE_MATRIX_GUEST_RUST_PYO3" "$wheels"/matrix_rust_guest-*.whl
