@@ -16,27 +16,29 @@ demo:
 # each frontend and the extension examples, dlbridge on a real oneAPI device (dpnp on Intel's
 # OpenCL CPU device), the npm tarballs installed without a Rust toolchain, the cross-language
 # matrix (its table goes to target/matrix/matrix.md), the demo's checks, and every code block of
-# the documentation. scripts/build.sh builds each artifact once; then the phases run, several at
-# a time (DLBRIDGE_JOBS), longest first, each logging to target/test-logs. Writes no tracked file.
+# the documentation. scripts/build.sh builds each artifact once, and each phase starts as soon as
+# the build steps named after its `:` are done (without `:`, the whole build), several at a time
+# (DLBRIDGE_JOBS), longest first, each logging to target/test-logs (scripts/run_phases.py). Writes
+# no tracked file.
 [doc("The whole test suite: Rust, C, each frontend, the matrix, the demo, the docs' code blocks.")]
-test: build
-    @python3 scripts/run_phases.py \
+test:
+    @python3 scripts/run_phases.py --build scripts/build.sh \
         scripts/test-docs.sh \
         scripts/test-matrix.sh \
-        scripts/test-python.sh \
+        scripts/test-python.sh:python_overlay \
         scripts/test-julia-embedded.sh \
-        scripts/test-julia.sh \
+        scripts/test-julia.sh:libdlbridge \
         scripts/test-mojo.sh \
-        scripts/test-python-release.sh \
+        scripts/test-python-release.sh:python_release \
         scripts/test-dpnp.sh \
-        scripts/test-rust.sh \
-        scripts/test-pyo3-example.sh \
-        scripts/test-node.sh \
+        scripts/test-rust.sh:rust_tests \
+        scripts/test-pyo3-example.sh:python_overlay \
+        scripts/test-node.sh:node_addons \
         scripts/demo.sh \
-        scripts/test-npm-package.sh \
-        scripts/test-napi-example.sh \
-        scripts/test-capi.sh \
-        scripts/test-python-types.sh
+        scripts/test-npm-package.sh:npm_tarballs \
+        scripts/test-napi-example.sh:node_addons \
+        scripts/test-capi.sh:libdlbridge \
+        scripts/test-python-types.sh:
 
 # Builds every artifact the test suite uses, once (libdlbridge, the wheels, the addons, the npm
 # tarballs, the packaged crates, the matrix's agents); cached by cargo and maturin.

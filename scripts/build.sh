@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Builds every artifact the test suite uses, once, before `./just test` runs its phases with
-# DLBRIDGE_PREBUILT=1 (scripts/run_phases.py): the workspace's tests (not run), libdlbridge
+# Builds every artifact the test suite uses, once, for the phases of `./just test`, which run with
+# DLBRIDGE_PREBUILT=1 (scripts/run_phases.py starts this build, and each phase once the steps it
+# needs are done): the workspace's tests (not run), libdlbridge
 # (debug for the C test, release for the frontends), the packaged crates (`cargo package`, each
 # verified from its .crate), the Python overlay folder (dlbridge, the pyo3 example, dlbridge.julia),
 # the Node addon, the napi-rs example addon and the npm tarballs, the release wheel and sdist,
@@ -13,7 +14,10 @@ cd "$REPO_ROOT"
 unset DLBRIDGE_PREBUILT
 
 started=$SECONDS
+# Each step that finishes writes build-logs/STEP.done (STEP: its function's name): `./just test`
+# (scripts/run_phases.py) starts a phase once the steps it needs have theirs.
 mkdir -p "$TARGET_DIR/build-logs"
+rm -f "$TARGET_DIR"/build-logs/*.done
 # cpu_seconds NAME: sets CPU_SECONDS to the CPU time (user + system, whole seconds) that this
 # shell's finished child processes have used so far. It must run in the shell itself, not in a
 # $(...) subshell, which has no finished children; NAME names the scratch file `times` writes to.
@@ -33,6 +37,7 @@ step() {
     "$2"
     cpu_seconds step
     log "build: $1 done in $((SECONDS - begin)) s, $CPU_SECONDS CPU-s"
+    touch "$TARGET_DIR/build-logs/$2.done"
   )
 }
 
@@ -95,7 +100,8 @@ prefetch() {
 declare -A background_pids
 background() {
   log "build: $2, in the background ($TARGET_DIR/build-logs/$1.log)"
-  { "$1" && cpu_seconds "$1" && log "done in $((SECONDS - started)) s, $CPU_SECONDS CPU-s"; } \
+  { "$1" && cpu_seconds "$1" && log "done in $((SECONDS - started)) s, $CPU_SECONDS CPU-s" &&
+    touch "$TARGET_DIR/build-logs/$1.done"; } \
     >"$TARGET_DIR/build-logs/$1.log" 2>&1 &
   background_pids[$1]=$!
 }
