@@ -26,15 +26,15 @@ test:
         scripts/test-docs.sh \
         scripts/test-matrix.sh \
         scripts/test-python.sh:python_overlay \
-        scripts/test-julia-embedded.sh \
+        scripts/test-julia-embedded.sh:libdlbridge,python_overlay,embedded_julia \
         scripts/test-julia.sh:libdlbridge \
-        scripts/test-mojo.sh \
+        scripts/test-mojo.sh:libdlbridge,python_overlay,mojo_programs \
         scripts/test-python-release.sh:python_release \
-        scripts/test-dpnp.sh \
+        scripts/test-dpnp.sh:libdlbridge,python_overlay,mojo_programs \
         scripts/test-rust.sh:rust_tests \
         scripts/test-pyo3-example.sh:python_overlay \
         scripts/test-node.sh:node_addons \
-        scripts/demo.sh \
+        scripts/demo.sh:libdlbridge,python_overlay,node_addons \
         scripts/test-npm-package.sh:npm_tarballs \
         scripts/test-napi-example.sh:node_addons \
         scripts/test-capi.sh:libdlbridge \
