@@ -21,13 +21,22 @@ prefix=$(cd "$prefix" && pwd -P)
 launcher=$prefix/bin/julia
 check='try; sqrt(-1.0); catch; end; exit(VERSION == v"1.5.3" ? 0 : 1)'
 
-if [[ -x $launcher ]] && timeout 120 "$launcher" --startup-file=no -e "$check" >/dev/null 2>&1; then
+# installed: whether the prefix holds a Julia that passes the check.
+installed() {
+  [[ -x $launcher ]] && timeout 120 "$launcher" --startup-file=no -e "$check" >/dev/null 2>&1
+}
+if installed; then
   printf '%s\n' "$launcher"
   exit 0
 fi
 
 exec 9>"$prefix.lock"
 flock 9
+# Checked again under the lock: a concurrent caller may have installed it while we waited.
+if installed; then
+  printf '%s\n' "$launcher"
+  exit 0
+fi
 log "installing Julia 1.5.3 into $prefix"
 suite=bullseye
 mirror=${JULIA_DEB_MIRROR:-$(sed -n 's/^URIs: *//p' /etc/apt/sources.list.d/*.sources 2>/dev/null | grep -v security | head -1)}
