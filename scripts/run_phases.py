@@ -29,7 +29,7 @@ import signal
 import subprocess
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 TAIL_LINES = 12
@@ -46,7 +46,7 @@ class Phase:
     seconds: float = 0.0
     cpu_seconds: float = 0.0
     status: int | None = None
-    during_build: bool = field(default=False)
+    during_build: bool = False
 
     @property
     def name(self) -> str:
