@@ -12,16 +12,22 @@ build_frontends() {
   mkdir -p "$(dirname "$build_log")"
   log "building libdlbridge, the Python packages and the Node addon; installing Julia and Mojo"
   log "(cached after the first run; build output in $build_log)"
-  local mojo_venv
+  local mojo_venv installs
   trap 'tail -n 40 "$build_log" >&2' ERR
   {
+    # What the cache lacks installs beside the first cargo builds, which need none of it: the
+    # downloads and unpacking leave a core idle much of the time. Each install takes its own lock,
+    # so the calls below wait for it (and report it if it failed).
+    install_toolchains &
+    installs=$!
     prebuilt || cargo build --locked --release -p dlbridge-capi
+    prebuilt || "$REPO_ROOT/scripts/test-node.sh" --build-only
     PYTHON_VENV=$(ensure_venv python-test "$REPO_ROOT/requirements/python-test.txt")
     eval "$("$REPO_ROOT/scripts/julia-build-env.sh")"
     "$REPO_ROOT/scripts/python-julia-install.sh"
-    prebuilt || "$REPO_ROOT/scripts/test-node.sh" --build-only
     JULIA=$("$REPO_ROOT/scripts/install-julia.sh")
     mojo_venv=$(ensure_venv mojo "$REPO_ROOT/requirements/mojo.txt")
+    wait "$installs" || true
   } >"$build_log" 2>&1
   trap - ERR
   use_overlay
@@ -29,4 +35,21 @@ build_frontends() {
   export JULIA_DEPOT_PATH=$DLBRIDGE_CACHE/julia-depot
   export MOJO_PYTHON=$PYTHON_VENV/bin/python
   export PATH=$mojo_venv/bin:$PATH
+}
+
+# install_toolchains: installs what the frontends need where the cache lacks it: Julia with its
+# build environment, beside the python-test, python-dist and mojo venvs; then has the python-test
+# venv's Python write the bytecode of numpy and torch (about 5 CPU-s on their first import). A
+# failure is left to the caller's own install call to report.
+install_toolchains() {
+  local venv julia
+  "$REPO_ROOT/scripts/julia-build-env.sh" >/dev/null &
+  julia=$!
+  venv=$(ensure_venv python-test "$REPO_ROOT/requirements/python-test.txt") || venv=
+  ensure_venv python-dist "$REPO_ROOT/requirements/python-dist.txt" >/dev/null || true
+  ensure_venv mojo "$REPO_ROOT/requirements/mojo.txt" >/dev/null || true
+  if [[ -n $venv ]]; then
+    "$venv/bin/python" -c 'import numpy, torch' || true
+  fi
+  wait "$julia" || true
 }

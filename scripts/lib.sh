@@ -17,27 +17,12 @@ unset PYTHONDONTWRITEBYTECODE
 # log MSG...: progress and errors go to stderr, so stdout stays for results.
 log() { printf '==> [%(%H:%M:%S)T] %s\n' -1 "$*" >&2; }
 
-# The uv that installs the venvs: PyPI's `uv` wheel, pinned.
-UV_VERSION=0.13.9
-
-# ensure_uv: prints the path of uv, installing it on first use into
-# $DLBRIDGE_CACHE/tools/uv-<version> (a venv of its own, as ./just installs just).
+# ensure_uv: prints the path of uv, the venvs' installer (requirements/tools.txt), installing it
+# on first use (scripts/tools.sh).
 ensure_uv() {
-  local dir=$DLBRIDGE_CACHE/tools/uv-$UV_VERSION
-  if [[ ! -x $dir/bin/uv ]]; then
-    mkdir -p "$DLBRIDGE_CACHE/tools"
-    (
-      flock 9 || exit 1
-      if [[ ! -x $dir/bin/uv ]]; then
-        log "installing uv $UV_VERSION into $dir"
-        rm -rf "$dir"
-        { python3 -m venv "$dir" &&
-          "$dir/bin/python" -m pip install -q --disable-pip-version-check "uv==$UV_VERSION"; } >&2 ||
-          { log "ensure_uv: could not install uv==$UV_VERSION into $dir"; exit 1; }
-      fi
-    ) 9>"$dir.lock" || return 1
-  fi
-  printf '%s\n' "$dir/bin/uv"
+  local bin
+  bin=$("$REPO_ROOT/scripts/tools.sh") || return 1
+  printf '%s\n' "$bin/uv"
 }
 
 # ensure_venv NAME REQUIREMENTS_FILE...: print the path of a venv that has the requirement

@@ -9,6 +9,6 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 "$REPO_ROOT/scripts/python-overlay.sh" >/dev/null
 if ! prebuilt; then
   log "building the dlbridge-julia wheel into $PYTHON_OVERLAY"
-  overlay_wheel "$REPO_ROOT/bindings/julia/python" --auditwheel skip
+  overlay_wheel "$REPO_ROOT/bindings/julia/python" --auditwheel skip "${RELEASE_WHEEL_ARGS[@]}"
 fi
 printf '%s\n' "$PYTHON_OVERLAY"
