@@ -6,10 +6,12 @@ use std::mem::ManuallyDrop;
 use std::ops::Deref;
 
 use dlbridge::borrow_registry::RangeBorrow;
+#[cfg(feature = "ndarray")]
 use dlbridge::fixed_ndim::{Ndim, NdimDim, NdimDimension};
 use dlbridge::{
     ArgumentSpec, AsTensorView, DataType, Device, Element, Tensor, TensorView, UnmetRequirement,
 };
+#[cfg(feature = "ndarray")]
 use ndarray::{ArrayView, ArrayViewMut};
 use pyo3::exceptions::{PyIndexError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
@@ -267,6 +269,7 @@ impl<'py> Typed<'py> {
     }
 
     /// An ndarray view of dimension type `D` honouring the strides.
+    #[cfg(feature = "ndarray")]
     fn as_array<T: Element, D: ndarray::Dimension>(&self) -> PyResult<ArrayView<'_, T, D>> {
         self.tensor.view().as_array_dim::<T, D>().map_err(to_py_err)
     }
@@ -340,6 +343,7 @@ impl<'py, T: Element, const NDIM: usize, const C: bool> PyTensorRef<'py, T, NDIM
     /// argument's dimension type: `ArrayView2` for `NDIM = 2` (`Ix0` to `Ix6` for 0 to 6
     /// dimensions), `ArrayViewD` for [`ANY_NDIM`]. Other `NDIM`s have no view (ndarray has no
     /// fixed dimension type for them).
+    #[cfg(feature = "ndarray")]
     pub fn as_array(&self) -> PyResult<ArrayView<'_, T, NdimDim<NDIM>>>
     where
         Ndim<NDIM>: NdimDimension,
@@ -407,6 +411,7 @@ impl<'py, T: Element, const NDIM: usize, const C: bool> PyTensorMut<'py, T, NDIM
 
     /// An ndarray view honouring the strides, of the argument's dimension type (as
     /// [`PyTensorRef::as_array`]).
+    #[cfg(feature = "ndarray")]
     pub fn as_array(&self) -> PyResult<ArrayView<'_, T, NdimDim<NDIM>>>
     where
         Ndim<NDIM>: NdimDimension,
@@ -417,6 +422,7 @@ impl<'py, T: Element, const NDIM: usize, const C: bool> PyTensorMut<'py, T, NDIM
     /// A mutable ndarray view honouring the strides, of the argument's dimension type
     /// (`ArrayViewMut2` for `NDIM = 2`, `ArrayViewMutD` for [`ANY_NDIM`]); ValueError for
     /// broadcast (overlapping) strides.
+    #[cfg(feature = "ndarray")]
     pub fn as_array_mut(&mut self) -> PyResult<ArrayViewMut<'_, T, NdimDim<NDIM>>>
     where
         Ndim<NDIM>: NdimDimension,

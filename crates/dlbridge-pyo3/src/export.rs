@@ -9,11 +9,12 @@
 
 use std::sync::Arc;
 
-use dlbridge::{export, AsTensorView, Element, Flags, Order, Tensor};
-use ndarray::{Array, Dimension};
+use dlbridge::{export, AsTensorView, Flags, Order, Tensor};
 use pyo3::exceptions::PyBufferError;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
+#[cfg(feature = "ndarray")]
+use {dlbridge::Element, ndarray::Array, ndarray::Dimension};
 
 use crate::capsule::{legacy_capsule, versioned_capsule};
 use crate::errors::to_py_err;
@@ -45,6 +46,7 @@ impl From<Tensor> for Export {
     }
 }
 
+#[cfg(feature = "ndarray")]
 impl Export {
     /// An owned ndarray array, returned without copying (see [`Tensor::from_array`]).
     pub fn from_array<T: Element, D: Dimension>(array: Array<T, D>) -> PyResult<Export> {

@@ -8,13 +8,14 @@
 //!   at extraction (`TypeError` for a wrong dtype, `ValueError` for a wrong ndim, layout or
 //!   device, each naming the argument's actual dtype, shape, strides and flags); read through
 //!   [`as_slice`](PyTensorRef::as_slice), [`get`](PyTensorRef::get) or an ndarray
-//!   [`as_array`](PyTensorRef::as_array) view that honours every stride, negative ones included.
+//!   [`as_array`](PyTensorRef::as_array) view that honours every stride, negative ones included
+//!   (cargo feature `ndarray`, on by default).
 //! - [`PyTensorMut`]: the same, writable. Read-only producers (jax arrays, read-only numpy
 //!   arrays, pyarrow) are refused, and so are torch tensors that require grad (imported
 //!   read-only on every route: a write would bypass autograd); two typed arguments of one call
 //!   may not overlap if either is mutable (so `f(a, a)` cannot alias a `&mut [T]`).
-//! - [`Export`]: a Rust [`dlbridge::Tensor`] (or an ndarray `Array`) returned to Python without
-//!   copying.
+//! - [`Export`]: a Rust [`dlbridge::Tensor`] (or, with the feature `ndarray`, an ndarray `Array`)
+//!   returned to Python without copying.
 //! - [`make_immutable`]: `Py_TPFLAGS_IMMUTABLETYPE` for an extension's own classes under abi3, so
 //!   that no Python code can replace their `__new__` and make instances without a Rust value.
 //!
