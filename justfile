@@ -34,7 +34,7 @@ test:
         scripts/test-rust.sh:rust_tests \
         scripts/test-pyo3-example.sh:python_overlay \
         scripts/test-node.sh:node_addons \
-        scripts/demo.sh:libdlbridge,python_overlay,node_addons \
+        scripts/demo.sh:libdlbridge,python_overlay,node_addons,mojo_programs \
         scripts/test-npm-package.sh:npm_tarballs \
         scripts/test-napi-example.sh:node_addons \
         scripts/test-capi.sh:libdlbridge \

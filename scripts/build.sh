@@ -5,11 +5,12 @@
 # (debug for the C test, release for the frontends), the packaged crates (`cargo package`, each
 # verified from its .crate), the Python overlay folder (dlbridge, the pyo3 example, dlbridge.julia),
 # the Node addon, the napi-rs example addon and the npm tarballs, the release wheel and sdist,
-# the dlbridge-julia workspace's tests and host example, and the matrix's agents. One set of
-# cargo flags (`--locked`) throughout; each step is idempotent, and cargo and maturin rebuild
-# only what changed.
+# the dlbridge-julia workspace's tests and host example, the matrix's agents and the Mojo
+# programs. One set of cargo flags (`--locked`) throughout; each step is idempotent, and cargo
+# and maturin rebuild only what changed.
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+source "$REPO_ROOT/scripts/frontends.sh"
 cd "$REPO_ROOT"
 unset DLBRIDGE_PREBUILT
 
@@ -69,8 +70,8 @@ embedded_julia() {
 python_release() { "$REPO_ROOT/scripts/dist-python.sh" "$TARGET_DIR/python-release"; }
 matrix_agents() { DLBRIDGE_PREBUILT=1 "$REPO_ROOT/scripts/test-matrix.sh" --build-only; }
 
-# The Mojo programs (the test runner and the matrix's agent) compile beside the cargo builds: a
-# `mojo build` leaves a core idle much of the time.
+# The Mojo programs (the test runner, the matrix's agent and the demo's hop) compile beside the
+# cargo builds: a `mojo build` leaves a core idle much of the time.
 mojo_programs() {
   local mojo_venv
   mojo_venv=$(ensure_venv mojo "$REPO_ROOT/requirements/mojo.txt")
@@ -78,6 +79,7 @@ mojo_programs() {
   "$REPO_ROOT/scripts/mojo-test-runner.sh" >/dev/null
   "$REPO_ROOT/scripts/mojo-build.sh" "$TARGET_DIR/matrix/mojo-agent" \
     tests/matrix/agents/mojo/agent.mojo -I bindings/mojo
+  build_mojo_hop
 }
 # Julia (with the headers and libclang that building jlrs needs), the Python venvs and napi-rs's
 # command-line tool that the later steps and the phases use, installed in the background where

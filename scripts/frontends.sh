@@ -41,6 +41,18 @@ build_frontends() {
   export PATH=$mojo_venv/bin:$PATH
 }
 
+# The demo's Mojo hop (examples/demo/hop_mojo.mojo), compiled by build_mojo_hop.
+MOJO_DEMO_HOP=$TARGET_DIR/demo/hop_mojo
+
+# build_mojo_hop: compiles the demo's Mojo hop into $MOJO_DEMO_HOP (scripts/mojo-build.sh: once
+# per change of its sources), installing Mojo where the cache lacks it.
+build_mojo_hop() {
+  local mojo_venv
+  mojo_venv=$(ensure_venv mojo "$REPO_ROOT/requirements/mojo.txt")
+  PATH=$mojo_venv/bin:$PATH "$REPO_ROOT/scripts/mojo-build.sh" "$MOJO_DEMO_HOP" \
+    "$REPO_ROOT/examples/demo/hop_mojo.mojo" -I "$REPO_ROOT/bindings/mojo"
+}
+
 # install_toolchains: installs what the frontends need where the cache lacks it: Julia with its
 # build environment, beside the python-test, python-dist and mojo venvs; then has the python-test
 # venv's Python write the bytecode of numpy and torch (about 5 CPU-s on their first import). A
