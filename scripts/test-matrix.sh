@@ -23,7 +23,9 @@ export DLBRIDGE_MATRIX_GUEST_RUST_PYO3=$target/matrix/pyo3-guest
 build_agents() {
   log "building the Julia guest library, the Rust guest's pyo3 extension and napi-rs addon, the Rust, C and Mojo agents"
   {
-    cargo build --manifest-path bindings/julia/Cargo.toml --target-dir "$target" --locked --release \
+    # The dev profile, as scripts/build.sh builds examples/julia-host: the guest reuses that
+    # build of jlrs (and bindgen, which jlrs runs at build time). The guest only forwards calls.
+    cargo build --manifest-path bindings/julia/Cargo.toml --target-dir "$target" --locked \
       --example matrix-julia-guest
     wheels=$(mktemp -d)
     maturin_build tests/matrix/agents/rust/pyo3-guest "$wheels" "${RELEASE_WHEEL_ARGS[@]}"
@@ -57,7 +59,7 @@ export DLBRIDGE_MATRIX_GUEST_C="$target/matrix/libmatrix-guest-c.so"
 export DLBRIDGE_MATRIX_GUEST_RUST="$target/release/libdlbridge_matrix_agent.so"
 # The Rust guest of node ⇄ rust: a napi-rs addon on dlbridge-napi, which the Node agent loads.
 export DLBRIDGE_MATRIX_GUEST_RUST_NAPI="$target/release/libmatrix_rust_napi_guest.so"
-export DLBRIDGE_MATRIX_GUEST_JULIA="$target/release/examples/libmatrix_julia_guest.so"
+export DLBRIDGE_MATRIX_GUEST_JULIA="$target/debug/examples/libmatrix_julia_guest.so"
 export DLBRIDGE_MATRIX_RUST="$target/release/dlbridge-matrix-agent"
 export DLBRIDGE_MATRIX_C="$target/matrix/c-agent"
 export DLBRIDGE_MATRIX_PYTHON="$PYTHON_VENV/bin/python tests/matrix/agents/python/agent.py"

@@ -5,7 +5,7 @@
 //! Julia in its own process. Managed tensors and addresses cross as integers: the host's export
 //! is imported by `DLBridge.import_tensor`, Julia's export (`DLBridge.export_tensor`) by the host.
 //!
-//! Built as an example of dlbridge-julia (`cargo build --release --example matrix-julia-guest`
+//! Built as an example of dlbridge-julia (`cargo build --example matrix-julia-guest`
 //! in the bindings/julia workspace): `libmatrix_julia_guest.so`. Julia starts on the first call,
 //! on the calling thread, which must make every later call.
 
