@@ -49,7 +49,7 @@ rust_tests() {
 }
 libdlbridge() {
   cargo build --locked -p dlbridge-capi
-  cargo build --locked --release -p dlbridge-capi
+  build_release_libraries
 }
 crate_packages() { "$REPO_ROOT/scripts/test-crate-packages.sh"; }
 python_overlay() {
@@ -122,7 +122,7 @@ background mojo_programs "the Mojo test runner and the matrix's Mojo agent"
 background crate_packages "the crates as a registry serves them (cargo package)"
 
 step "the workspace's tests (cargo test --workspace --no-run)" rust_tests
-step "libdlbridge, debug and release" libdlbridge
+step "libdlbridge, debug and release (with the Node addon's library)" libdlbridge
 # From here on, Julia's build environment: dlbridge.julia and dlbridge-julia build jlrs.
 eval "$("$REPO_ROOT/scripts/julia-build-env.sh")"
 step "the Python overlay folder: dlbridge, dlbridge.julia, the pyo3 example" python_overlay

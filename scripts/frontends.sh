@@ -20,11 +20,7 @@ build_frontends() {
     # so the calls below wait for it (and report it if it failed).
     install_toolchains &
     installs=$!
-    # libdlbridge and the Node addon (with the test switches of scripts/test-node.sh's build, which
-    # then finds it built) in one cargo run: the crates they share, and the proc macros, are
-    # compiled once, where two runs compile them twice (16 of 99 CPU-s saved).
-    prebuilt || cargo build --locked --release -p dlbridge-capi -p dlbridge-node \
-      --features dlbridge-node/test-hooks
+    prebuilt || build_release_libraries
     prebuilt || "$REPO_ROOT/scripts/test-node.sh" --build-only
     PYTHON_VENV=$(ensure_venv python-test "$REPO_ROOT/requirements/python-test.txt")
     eval "$("$REPO_ROOT/scripts/julia-build-env.sh")"
