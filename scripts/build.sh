@@ -81,16 +81,16 @@ mojo_programs() {
     tests/matrix/agents/mojo/agent.mojo -I bindings/mojo
   build_mojo_hop
 }
-# Julia (with the headers and libclang that building jlrs needs), the Python venvs and napi-rs's
-# command-line tool that the later steps and the phases use, installed in the background where
-# the cache lacks them: downloading and unpacking gigabytes (torch, dpnp) waits on the network
+# Julia (with the headers and libclang that building jlrs needs), the Python venvs and Mojo
+# (install_toolchains, scripts/frontends.sh, which the demo shares), then the other phases' venvs
+# and napi-rs's command-line tool, installed in the background where the cache lacks them: downloading and unpacking gigabytes (torch, dpnp) waits on the network
 # and the disk more than on the CPU, so it runs beside the cargo builds. Each is installed under
 # its own lock: a step that needs one waits for it, and a step or phase whose install failed
 # here tries again and reports it.
 prefetch() {
   local name
-  "$REPO_ROOT/scripts/julia-build-env.sh" >/dev/null || log "prefetch: Julia did not install"
-  for name in python-test python-min-numpy python-typecheck python-dist dpnp-test; do
+  install_toolchains
+  for name in python-min-numpy python-typecheck dpnp-test; do
     ensure_venv "$name" "$REPO_ROOT/requirements/$name.txt" >/dev/null ||
       log "prefetch: the $name venv did not install (its phase tries again)"
   done

@@ -51,17 +51,19 @@ build_mojo_hop() {
 
 # install_toolchains: installs what the frontends need where the cache lacks it: Julia with its
 # build environment, beside the python-test, python-dist and mojo venvs; then has the python-test
-# venv's Python write the bytecode of numpy and torch (about 5 CPU-s on their first import). A
-# failure is left to the caller's own install call to report.
+# venv's Python write the bytecode of numpy and torch (about 5 CPU-s on their first import). It
+# runs in the background (here and in scripts/build.sh); a failure is logged, and the step that
+# needs what failed tries again and reports it.
 install_toolchains() {
-  local venv julia
+  local venv name julia
   "$REPO_ROOT/scripts/julia-build-env.sh" >/dev/null &
   julia=$!
-  venv=$(ensure_venv python-test "$REPO_ROOT/requirements/python-test.txt") || venv=
-  ensure_venv python-dist "$REPO_ROOT/requirements/python-dist.txt" >/dev/null || true
-  ensure_venv mojo "$REPO_ROOT/requirements/mojo.txt" >/dev/null || true
-  if [[ -n $venv ]]; then
-    "$venv/bin/python" -c 'import numpy, torch' || true
+  for name in python-test python-dist mojo; do
+    ensure_venv "$name" "$REPO_ROOT/requirements/$name.txt" >/dev/null ||
+      log "install_toolchains: the $name venv did not install"
+  done
+  if venv=$(ensure_venv python-test "$REPO_ROOT/requirements/python-test.txt"); then
+    "$venv/bin/python" -c 'import numpy, torch' || log "install_toolchains: torch did not import"
   fi
-  wait "$julia" || true
+  wait "$julia" || log "install_toolchains: Julia did not install"
 }
