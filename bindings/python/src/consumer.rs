@@ -12,9 +12,12 @@
 //! 4. `x.__dlpack__(max_version=(1, 3), [dl_device=...], [copy=...])` through one vectorcall with
 //!    interned keyword names; a TypeError that is about the signature (an old producer without
 //!    `max_version`) is retried as `x.__dlpack__()` when no device or copy was requested.
+//! 5. An object without `__dlpack__` that has `__cuda_array_interface__` (numba, RMM, PyCUDA):
+//!    through the interface (see [`crate::cuda_array_interface`]).
 //!
 //! A tensor that requires grad (torch) is imported read-only whatever the route: autograd tracks
-//! its memory. The result owns the producer's tensor (or buffer); its deleter runs once, when the
+//! its memory. A device tensor keeps the object it came from, to which its exports forward the
+//! consumer's stream (see [`crate::stream_order`]); the import itself never waits. The result owns the producer's tensor (or buffer); its deleter runs once, when the
 //! Tensor dies.
 
 use std::ptr;
@@ -32,8 +35,9 @@ use smallvec::SmallVec;
 use crate::arguments;
 use crate::c_entry::object_entry;
 use crate::c_methods::{Arguments, KeywordCache, MethodDef};
+use crate::cuda_array_interface;
 use crate::errors::{buffer_error, to_py_err, type_error, value_error};
-use crate::tensor::{new_tensor, TensorData};
+use crate::tensor::{new_tensor, new_tensor_from, TensorData};
 use crate::tensor_api::device_pair;
 
 /// What the caller of `from_dlpack` asked for.
@@ -68,7 +72,7 @@ pub(crate) fn from_dlpack<'py>(
     fast_paths: bool,
 ) -> PyResult<Bound<'py, PyAny>> {
     if is_capsule(x) {
-        return finish(py, TensorData::Imported(consume_capsule(x)?), request);
+        return finish(py, TensorData::Imported(consume_capsule(x)?), None, request);
     }
     // The fast paths are optimisations only: if they fail, or cannot honour the request, the
     // producer's `__dlpack__` gets the final word (and raises its own, canonical errors).
@@ -78,7 +82,7 @@ pub(crate) fn from_dlpack<'py>(
     if let Some(ExchangeApi::Usable(entry)) = published {
         if let Ok(managed) = entry.import(x) {
             if !entry.conjugated(x, &managed) && request.accepts(&managed) {
-                return finish(py, guard_grad(&producer, x, managed), request);
+                return finish(py, guard_grad(&producer, x, managed), Some(x), request);
             }
             source = Some(Source::of(&managed));
         }
@@ -86,10 +90,20 @@ pub(crate) fn from_dlpack<'py>(
     let plain = fast_paths && request.device.is_none() && request.copy != Some(true);
     let buffers = Some(&producer).filter(|_| plain);
     if let Some(buffer) = buffers.and_then(|p| p.lend_buffer(x)) {
-        return finish(py, TensorData::Lent(buffer), request);
+        return finish(py, TensorData::Lent(buffer), None, request);
     }
-    let capsule =
-        dunder_dlpack(py, x, request).map_err(|err| refuse_unusable(py, x, published, err))?;
+    let capsule = match dunder_dlpack(py, x, request) {
+        Ok(capsule) => capsule,
+        Err(err) if lacks_dlpack(py, x, &err) && cuda_array_interface::has_interface(x) => {
+            // Released now (a dropped `PyErr` waits for pyo3's pool): the AttributeError
+            // refers to `x`, which must die with the tensor.
+            err.restore(py);
+            // SAFETY: the GIL is held; clears (and releases) the error just restored.
+            unsafe { ffi::PyErr_Clear() };
+            return finish(py, cuda_array_interface::import(x)?, None, request);
+        }
+        Err(err) => return Err(refuse_unusable(py, x, published, err)),
+    };
     if !is_capsule(&capsule) {
         return Err(type_error(format!(
             "{}.__dlpack__() returned {}, not a DLPack capsule",
@@ -108,7 +122,7 @@ pub(crate) fn from_dlpack<'py>(
             managed.mark_copied();
         }
     }
-    finish(py, guard_grad(&producer, x, managed), request)
+    finish(py, guard_grad(&producer, x, managed), Some(x), request)
 }
 
 /// `managed`, marked read-only when `x` requires grad (whatever its producer said: torch's
@@ -166,6 +180,16 @@ impl Source {
     }
 }
 
+/// Whether `err`, from calling `x.__dlpack__`, says that `x` has no such method. Asked through
+/// `PyObject_HasAttr`, which releases its own AttributeError at once (pyo3's `hasattr` would
+/// leave it, and with it a reference to `x`, to pyo3's pool).
+fn lacks_dlpack(py: Python<'_>, x: &Bound<'_, PyAny>, err: &PyErr) -> bool {
+    let name = dlbridge_pyo3::interned::get(py).dlpack.bind(py);
+    // SAFETY: a live object and a str, with the GIL held; the call never raises.
+    err.is_instance_of::<PyAttributeError>(py)
+        && unsafe { ffi::PyObject_HasAttr(x.as_ptr(), name.as_ptr()) } == 0
+}
+
 /// The error for an object whose `__dlpack__` call failed: when its type publishes an unusable
 /// exchange API and has no `__dlpack__` at all, a TypeError naming the type and what it
 /// publishes; otherwise `err` unchanged.
@@ -190,8 +214,14 @@ fn refuse_unusable(
     ))
 }
 
-/// Applies the request to an imported tensor and wraps it.
-fn finish(py: Python<'_>, data: TensorData, request: ImportRequest) -> PyResult<Bound<'_, PyAny>> {
+/// Applies the request to an imported tensor and wraps it, keeping `producer` (the object it
+/// came from) for stream order when the tensor stays on a device (see [`crate::stream_order`]).
+fn finish<'py>(
+    py: Python<'py>,
+    data: TensorData,
+    producer: Option<&Bound<'py, PyAny>>,
+    request: ImportRequest,
+) -> PyResult<Bound<'py, PyAny>> {
     let view = dlbridge::AsTensorView::view(&data);
     let (device, copied) = (view.device(), view.is_copied());
     if let Some(wanted) = request.device {
@@ -209,14 +239,12 @@ fn finish(py: Python<'_>, data: TensorData, request: ImportRequest) -> PyResult<
             "copy=False was requested, but the producer copied the data",
         ));
     }
-    let data = if request.copy == Some(true) && !copied {
+    if request.copy == Some(true) && !copied {
         let copy = view.to_contiguous(Order::C).map_err(to_py_err)?;
         drop(data);
-        TensorData::Owned(Box::new(copy))
-    } else {
-        data
-    };
-    new_tensor(py, data)
+        return new_tensor(py, TensorData::Owned(Box::new(copy)));
+    }
+    new_tensor_from(py, data, producer)
 }
 
 /// Calls `x.__dlpack__(max_version=(1, 3), ...)` with the request's `dl_device` and `copy`

@@ -27,6 +27,7 @@ use crate::c_entry::status_entry;
 use crate::diagnostics::CountedExport;
 use crate::errors::to_py_err;
 use crate::producer::lend_versioned;
+use crate::stream_order::order_default_stream;
 use crate::tensor::{new_tensor, TensorData, TensorRef};
 
 /// dlbridge's table: every entry is implemented.
@@ -142,7 +143,9 @@ unsafe extern "C" fn managed_tensor_allocator(
     }
 }
 
-/// `managed_tensor_from_py_object_no_sync`: a zero-copy export of a `dlbridge.Tensor`.
+/// `managed_tensor_from_py_object_no_sync`: a zero-copy export of a `dlbridge.Tensor`. The
+/// consumer launches on our `current_work_stream`, the default stream, so a device tensor's
+/// producer is first asked to order that stream after its work (see [`crate::stream_order`]).
 unsafe extern "C" fn managed_tensor_from_py_object(
     py_object: *mut c_void,
     out: *mut *mut DLManagedTensorVersioned,
@@ -151,7 +154,9 @@ unsafe extern "C" fn managed_tensor_from_py_object(
     unsafe {
         status_entry(|py| {
             let obj = Borrowed::from_ptr(py, py_object.cast::<ffi::PyObject>());
-            *out = lend_versioned(TensorRef::cast(obj)?)?.as_ptr();
+            let tensor = TensorRef::cast(obj)?;
+            order_default_stream(tensor)?;
+            *out = lend_versioned(tensor)?.as_ptr();
             Ok(())
         })
     }
@@ -196,7 +201,8 @@ unsafe extern "C" fn dltensor_from_py_object(py_object: *mut c_void, out: *mut D
     }
 }
 
-/// `current_work_stream`: dlbridge never queues work, so there is no stream (NULL).
+/// `current_work_stream`: dlbridge never queues work, so the device's default stream (NULL), the
+/// stream that `managed_tensor_from_py_object_no_sync` orders after a producer's work.
 unsafe extern "C" fn current_work_stream(
     _device_type: DLDeviceType,
     _device_id: i32,

@@ -49,3 +49,32 @@ pub(crate) fn with_gil_anywhere(f: impl FnOnce()) -> bool {
     unsafe { ffi::PyGILState_Release(state) };
     true
 }
+
+/// An owned reference to a Python object that owns a tensor's memory (the tensor's `owner`),
+/// released at once when dropped, from any thread, through [`with_gil_anywhere`]. pyo3's `Py`
+/// would defer the release to its pool when dropped outside a pyo3 call, as `tp_dealloc` runs,
+/// which keeps the object alive until some later pyo3 call drains the pool.
+pub(crate) struct PyOwner(std::ptr::NonNull<ffi::PyObject>);
+
+impl PyOwner {
+    /// Takes a new reference to `obj`.
+    pub(crate) fn new(obj: &pyo3::Bound<'_, pyo3::PyAny>) -> Self {
+        let raw = obj.clone().into_ptr();
+        // SAFETY: `into_ptr` of a live object is never NULL.
+        PyOwner(unsafe { std::ptr::NonNull::new_unchecked(raw) })
+    }
+}
+
+// SAFETY: the reference is only touched on drop, with the GIL held (`with_gil_anywhere`), which
+// serialises it with every other use of the object.
+unsafe impl Send for PyOwner {}
+// SAFETY: as above; a shared `PyOwner` gives no access to the object.
+unsafe impl Sync for PyOwner {}
+
+impl Drop for PyOwner {
+    fn drop(&mut self) {
+        let obj = self.0.as_ptr();
+        // SAFETY: our reference, released once with the GIL held (leaked at shutdown).
+        with_gil_anywhere(|| unsafe { ffi::Py_DecRef(obj) });
+    }
+}

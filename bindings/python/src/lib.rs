@@ -31,6 +31,8 @@ mod c_methods;
 mod capsule;
 mod constructors;
 mod consumer;
+mod cuda_array_interface;
+mod cuda_driver;
 mod diagnostics;
 mod elements;
 mod errors;
@@ -40,6 +42,7 @@ mod gil_cell;
 mod pickling;
 mod producer;
 mod shared;
+mod stream_order;
 mod tensor;
 mod tensor_api;
 #[cfg(feature = "testing")]

@@ -27,6 +27,7 @@ use pyo3::types::{PyBytes, PyMemoryView, PyTuple};
 
 use crate::c_methods::MethodDef;
 use crate::errors::{to_py_err, type_error, value_error};
+use crate::gil_anywhere::PyOwner;
 use crate::tensor::{new_tensor, TensorData, TensorRef};
 use crate::tensor_api::with_tensor;
 
@@ -262,7 +263,7 @@ pub(crate) fn tensor_from_pickle<'py>(
             dtype,
             Device::CPU,
             flags,
-            Box::new(memory.clone().unbind()),
+            Box::new(PyOwner::new(memory.as_any())),
         )
     }
     .map_err(to_py_err)?;

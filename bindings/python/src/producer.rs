@@ -4,7 +4,7 @@
 use std::ptr::{self, NonNull};
 
 use dlbridge::ffi::{DLManagedTensor, DLManagedTensorVersioned, DLPackVersion, DLTensor};
-use dlbridge::{export, Device, DeviceType, Flags, Order};
+use dlbridge::{export, Device, Flags, Order};
 use pyo3::exceptions::PyMemoryError;
 use pyo3::ffi;
 use pyo3::prelude::*;
@@ -14,8 +14,9 @@ use crate::c_entry::object_entry;
 use crate::c_methods::{Arguments, KeywordCache, MethodDef};
 use crate::capsule::{into_capsule, Export};
 use crate::diagnostics::{CountedExport, Live};
-use crate::errors::{buffer_error, to_py_err, type_error, value_error};
+use crate::errors::{buffer_error, to_py_err};
 use crate::gil_anywhere::with_gil_anywhere;
+use crate::stream_order::{consumer_stream, order_after_producer, ConsumerStream};
 use crate::tensor::TensorRef;
 use crate::tensor_api::device_pair;
 
@@ -151,19 +152,20 @@ unsafe extern "C" fn delete_lent_legacy(managed: *mut DLManagedTensor) {
 }
 
 /// What a `__dlpack__` call asks for.
-struct ExportRequest {
+struct ExportRequest<'a, 'py> {
     versioned: bool,
     copy: Option<bool>,
+    stream: ConsumerStream<'a, 'py>,
 }
 
 /// Checks the arguments of `__dlpack__` against the tensor and decodes the rest.
-fn export_request(
+fn export_request<'a, 'py>(
     device: Device,
-    stream: Option<Borrowed<'_, '_, PyAny>>,
+    stream: Option<Borrowed<'a, 'py, PyAny>>,
     max_version: Option<Borrowed<'_, '_, PyAny>>,
     dl_device: Option<Borrowed<'_, '_, PyAny>>,
     copy: Option<Borrowed<'_, '_, PyAny>>,
-) -> PyResult<ExportRequest> {
+) -> PyResult<ExportRequest<'a, 'py>> {
     let versioned = match given(max_version) {
         None => false,
         Some(v) => major_version(v)? >= 1,
@@ -179,21 +181,12 @@ fn export_request(
             )));
         }
     }
-    if let Some(stream) = given(stream) {
-        if stream.extract::<i64>().is_err() {
-            return Err(type_error(format!(
-                "stream must be None or an int, got {}",
-                stream.repr()?
-            )));
-        }
-        if device.kind == DeviceType::Cpu {
-            return Err(value_error(format!(
-                "stream must be None for a CPU tensor, got {}",
-                stream.repr()?
-            )));
-        }
-    }
-    Ok(ExportRequest { versioned, copy })
+    let stream = consumer_stream(device, stream)?;
+    Ok(ExportRequest {
+        versioned,
+        copy,
+        stream,
+    })
 }
 
 /// `Tensor.__dlpack__`: exports the tensor as a DLPack capsule.
@@ -203,11 +196,14 @@ fn export_request(
 ///   `"dltensor_versioned"` capsule carrying READ_ONLY / IS_COPIED.
 /// - `copy=True` always copies (C order) and sets IS_COPIED; False and None never copy.
 /// - `dl_device` other than the tensor's is a BufferError; `stream` must be None on the CPU.
+/// - On a device, `stream` is ordered after the producer's pending work first (see
+///   [`crate::stream_order`]).
 fn dlpack<'py>(
     py: Python<'py>,
     tensor: TensorRef<'_, 'py>,
-    request: ExportRequest,
+    request: ExportRequest<'_, 'py>,
 ) -> PyResult<Bound<'py, PyAny>> {
+    order_after_producer(tensor, &request.stream)?;
     let export = if request.copy == Some(true) {
         let copied = tensor.view().to_contiguous(Order::C).map_err(to_py_err)?;
         let copied = CountedExport::new(copied);
@@ -233,7 +229,9 @@ Export the tensor as a DLPack capsule (array API standard semantics).\n\n\
 max_version=None gives a legacy 'dltensor' capsule (refused for read-only tensors);\n\
 a major version >= 1 gives a DLPack 1.3 'dltensor_versioned' capsule.\n\
 copy=True always copies (and flags the copy); False and None never copy.\n\
-dl_device must be the tensor's device; stream must be None for CPU tensors.",
+dl_device must be the tensor's device; stream must be None for CPU tensors.\n\
+On a device, stream (array API values: None, -1, 1, 2 or a stream handle on CUDA) is\n\
+ordered after the producer's pending work before the capsule is made.",
 );
 
 /// Keyword-name tuples seen by `Tensor.__dlpack__`.

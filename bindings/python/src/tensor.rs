@@ -62,11 +62,16 @@ impl AsTensorView for TensorData {
 /// type is immutable and refuses construction, but an instance that slipped through anyway would
 /// come from the interpreter's zero-filled allocation) has `ready` false, and every entry point
 /// refuses it with a TypeError instead of reading `data`.
+///
+/// `producer` is an owned reference to the Python object a device tensor was imported from, or
+/// NULL (host tensors, capsules, dlbridge's own memory): the object a consumer's stream is
+/// forwarded to (see [`crate::stream_order`]). Written with `data`, never changed.
 #[repr(C)]
 struct TensorObject {
     ob_base: ffi::PyObject,
     weaklist: *mut ffi::PyObject,
     ready: bool,
+    producer: *mut ffi::PyObject,
     data: MaybeUninit<TensorData>,
 }
 
@@ -131,6 +136,20 @@ pub(crate) fn create_type(py: Python<'_>) -> PyResult<Bound<'_, PyType>> {
 
 /// Wraps tensor data in a new `dlbridge.Tensor`.
 pub(crate) fn new_tensor(py: Python<'_>, data: TensorData) -> PyResult<Bound<'_, PyAny>> {
+    new_tensor_from(py, data, None)
+}
+
+/// Wraps tensor data imported from the Python object `producer` in a new `dlbridge.Tensor`,
+/// which keeps a reference to the producer when the data is on a device with streams or queues
+/// (see [`crate::stream_order`]); host tensors keep nothing.
+pub(crate) fn new_tensor_from<'py>(
+    py: Python<'py>,
+    data: TensorData,
+    producer: Option<&Bound<'py, PyAny>>,
+) -> PyResult<Bound<'py, PyAny>> {
+    let producer = producer
+        .filter(|_| crate::stream_order::orders_work(data.view().device()))
+        .map_or(ptr::null_mut(), |p| p.clone().into_ptr());
     let ty = TENSOR_TYPE.load(Ordering::Acquire);
     assert!(
         !ty.is_null(),
@@ -141,10 +160,12 @@ pub(crate) fn new_tensor(py: Python<'_>, data: TensorData) -> PyResult<Bound<'_,
     unsafe {
         let obj = ffi::PyType_GenericAlloc(ty, 0);
         if obj.is_null() {
+            ffi::Py_XDECREF(producer);
             return Err(PyErr::fetch(py));
         }
         data.live().born(py);
         let tensor = obj.cast::<TensorObject>();
+        (*tensor).producer = producer;
         (*tensor).data.write(data);
         (*tensor).ready = true;
         Ok(Bound::from_owned_ptr(py, obj))
@@ -167,6 +188,8 @@ unsafe extern "C" fn tp_dealloc(obj: *mut ffi::PyObject) {
             preserving_exception(|| (*tensor).data.assume_init_drop());
             live.died(Python::assume_attached());
         }
+        // After the data: the producer's export is released before the producer itself.
+        ffi::Py_XDECREF((*tensor).producer);
         let ty = ffi::Py_TYPE(obj);
         ffi::PyObject_Free(obj.cast());
         ffi::Py_DecRef(ty.cast());
@@ -231,5 +254,14 @@ impl<'a, 'py> TensorRef<'a, 'py> {
     /// The object.
     pub(crate) fn object(&self) -> Borrowed<'a, 'py, PyAny> {
         self.obj
+    }
+
+    /// The Python object a device tensor was imported from, when one was kept.
+    pub(crate) fn producer(&self) -> Option<Borrowed<'a, 'py, PyAny>> {
+        // SAFETY: as in `data`; `producer` is NULL or an owned reference held while the object
+        // lives, written before the object was handed out.
+        let producer = unsafe { (*self.obj.as_ptr().cast::<TensorObject>()).producer };
+        // SAFETY: a live object (non-NULL checked by `from_ptr_or_opt`), borrowed for `'a`.
+        unsafe { Borrowed::from_ptr_or_opt(self.obj.py(), producer) }
     }
 }

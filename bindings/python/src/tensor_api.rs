@@ -164,6 +164,8 @@ properties! {
         |py, t| Ok(pyo3::types::PyBool::new(py, t.view().is_copied()).to_owned().into_any());
     data_ptr: "Address of element 0 (byte offset applied)." =>
         |py, t| Ok((t.view().data_ptr() as usize).into_pyobject(py)?.into_any());
+    __cuda_array_interface__: "The CUDA Array Interface (version 3) of a CUDA tensor; absent (AttributeError) on other devices. Its stream (1, the legacy default stream) is ordered after the producer's work." =>
+        |py, t| crate::cuda_array_interface::export(py, t);
 }
 
 /// `__dlpack_device__()`.

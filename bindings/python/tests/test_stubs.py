@@ -57,7 +57,7 @@ def test_tensor_members_match_the_stubs():
         for name in dir(dlbridge.Tensor)
         if not name.startswith("_")
         or name.startswith("__dlpack")
-        or name == "__c_dlpack_exchange_api__"
+        or name in ("__c_dlpack_exchange_api__", "__cuda_array_interface__")
         or (name in SPECIAL and name in vars(dlbridge.Tensor))
     }
     assert stubbed - STUB_ONLY == runtime - STUB_ONLY

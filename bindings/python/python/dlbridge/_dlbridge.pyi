@@ -17,6 +17,11 @@ class _SupportsDLPack(Protocol):
     # `from_dlpack` retries without keywords anyway.
     def __dlpack__(self) -> object: ...
 
+class _SupportsCudaArrayInterface(Protocol):
+    # numba's device arrays, RMM buffers, PyCUDA arrays: the CUDA Array Interface only.
+    @property
+    def __cuda_array_interface__(self) -> dict[str, Any]: ...
+
 @final
 class Tensor:
     """A tensor exchanged through DLPack: a zero-copy view of memory owned by dlbridge or by
@@ -59,6 +64,11 @@ class Tensor:
     @property
     def data_ptr(self) -> int:
         """Address of element 0 (byte offset applied)."""
+    @property
+    def __cuda_array_interface__(self) -> dict[str, Any]:
+        """The CUDA Array Interface (version 3) of a CUDA tensor; AttributeError on other devices
+        and for element types it cannot spell. Its ``stream`` (1, the legacy default stream) is
+        ordered after the producer's work."""
     def __dlpack__(
         self,
         *,
@@ -69,7 +79,8 @@ class Tensor:
     ) -> CapsuleType:
         """Export as a DLPack capsule ("dltensor" for ``max_version=None``, else
         "dltensor_versioned" 1.3). ``copy=True`` always copies; read-only tensors refuse the
-        legacy kind (BufferError)."""
+        legacy kind (BufferError). On a device, ``stream`` (the array API's values) is ordered
+        after the producer's pending work first; CPU tensors take ``None`` only."""
     def __dlpack_device__(self) -> tuple[int, int]: ...
     # The buffer protocol (CPU tensors whose dtype has a struct format); Python >= 3.12 also shows
     # it as this method, and type checkers accept a Tensor wherever a buffer is expected (PEP 688).
@@ -88,14 +99,15 @@ class Tensor:
         """``copy.deepcopy``: as ``__copy__``."""
 
 def from_dlpack(
-    x: _SupportsDLPack | CapsuleType,
+    x: _SupportsDLPack | _SupportsCudaArrayInterface | CapsuleType,
     /,
     *,
     device: _Device | None = None,
     copy: bool | None = None,
 ) -> Tensor:
-    """Import a DLPack tensor zero-copy (an object with ``__dlpack__``, a raw capsule, or an object
-    whose type publishes ``__dlpack_c_exchange_api__``)."""
+    """Import a DLPack tensor zero-copy (an object with ``__dlpack__``, a raw capsule, an object
+    whose type publishes ``__dlpack_c_exchange_api__``, or an object with only
+    ``__cuda_array_interface__``)."""
 
 def empty(shape: int | Sequence[int], dtype: str | None = "float32") -> Tensor:
     """A zero-filled, C-contiguous, 64-byte aligned CPU tensor."""
