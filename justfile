@@ -26,6 +26,7 @@ test:
         scripts/test-docs.sh \
         scripts/test-matrix.sh \
         scripts/test-python.sh:python_overlay \
+        scripts/test-engines.sh:python_overlay \
         scripts/test-julia-embedded.sh:libdlbridge,python_overlay,embedded_julia \
         scripts/test-julia.sh:libdlbridge \
         scripts/test-mojo.sh:libdlbridge,python_overlay,mojo_programs \

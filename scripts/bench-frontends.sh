@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Per-call benchmarks of the Python, Julia and Mojo frontends, each against its peers measured in
-# the same run; the Python and Julia scripts rewrite their sections of docs/benchmarks.md, the
-# Mojo one prints its table (copy it into the Mojo section by hand).
+# the same run, and put+get through Ray's object store against numpy's; the Python (both) and
+# Julia scripts rewrite their sections of docs/benchmarks.md, the Mojo one prints its table (copy
+# it into the Mojo section by hand).
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 cd "$REPO_ROOT"
 
@@ -14,6 +15,10 @@ python_venv=$(ensure_venv python-test "$REPO_ROOT/requirements/python-test.txt")
 use_overlay
 log "Python: bindings/python/bench/bench_dlpack.py"
 "$python_venv/bin/python" bindings/python/bench/bench_dlpack.py --write docs/benchmarks.md
+
+engines_venv=$(ensure_venv engines "$REPO_ROOT/requirements/engines.txt")
+log "Python: bindings/python/bench/bench_engines.py (Ray)"
+"$engines_venv/bin/python" bindings/python/bench/bench_engines.py --write
 
 julia=$("$REPO_ROOT/scripts/install-julia.sh")
 log "Julia: bindings/julia/DLBridge/bench/wrap_share.jl"

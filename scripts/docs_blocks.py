@@ -9,11 +9,12 @@ Conventions a documentation block follows:
   time.)
 - A block whose info string has the word `illustration` (```python illustration) is shown, not
   run; the runner counts these.
-- A block whose info string has the word `embedded-julia` needs Julia embedded through jlrs
-  (docs/julia.md's embedded section): it runs in scripts/test-julia-embedded.sh, which has that
-  build environment (`--embedded-julia` runs only these blocks); the default run lists it as
-  run there. Its Rust blocks also depend on `dlbridge-julia`, and a `// file: build.rs` section
-  is the crate's build script.
+- A block whose info string names an environment (see `ENVIRONMENTS`) runs in the script that
+  has it (`--environment NAME` runs only these blocks); the default run lists it as run there.
+  `embedded-julia` blocks need Julia embedded through jlrs (docs/julia.md's embedded section,
+  scripts/test-julia-embedded.sh); their Rust blocks also depend on `dlbridge-julia`, and a
+  `// file: build.rs` section is the crate's build script. `engines` blocks need Ray and Dask
+  (docs/python.md's scaling-out section, scripts/test-engines.sh).
 - A ```text block that follows a runnable block (only blank lines between) is that block's
   expected standard output. Lines are compared after trailing spaces are removed; `...` matches
   any text, line breaks included (addresses, handles, timings).
@@ -65,6 +66,13 @@ from pathlib import Path
 
 RUNNABLE = {"python", "js", "julia", "mojo", "c", "rust", "sh"}
 EMBEDDED_JULIA = "embedded-julia"
+ENVIRONMENTS = {EMBEDDED_JULIA: "test-julia-embedded.sh", "engines": "test-engines.sh"}
+"""Flags that name an environment a block needs, and the script that runs such blocks."""
+
+
+def environment_of(block: "Block") -> str | None:
+    """The environment a block needs (one of `ENVIRONMENTS`), or None for the default run."""
+    return next((name for name in ENVIRONMENTS if name in block.flags), None)
 ALIASES = {"bash": "sh", "console": "sh", "javascript": "js", "py": "python"}
 COMMENT = {"python": "#", "julia": "#", "sh": "#", "mojo": "#", "js": "//", "c": "//", "rust": "//"}
 TIMEOUT_S = 600
@@ -553,9 +561,9 @@ def main() -> int:
         "standard library",
     )
     parser.add_argument(
-        "--embedded-julia",
-        action="store_true",
-        help=f"run only the blocks flagged `{EMBEDDED_JULIA}` (scripts/test-julia-embedded.sh)",
+        "--environment",
+        choices=sorted(ENVIRONMENTS),
+        help="run only the blocks that need this environment (run by the script that has it)",
     )
     parser.add_argument("documents", nargs="*", type=Path)
     args = parser.parse_args()
@@ -580,7 +588,7 @@ def main() -> int:
                 if block.lang == "mojo"
                 and "illustration" not in block.flags
                 and (not args.lang or "mojo" in args.lang)
-                and args.embedded_julia == (EMBEDDED_JULIA in block.flags)
+                and args.environment == environment_of(block)
             ]
         )
     for path in documents:
@@ -600,9 +608,10 @@ def main() -> int:
                 allowed = set(args.python_imports_only.split(",")) | set(sys.stdlib_module_names)
                 if block.lang != "python" or not python_imports(block) <= allowed:
                     continue
-            if args.embedded_julia != (EMBEDDED_JULIA in block.flags):
-                if not args.embedded_julia:
-                    print(f"elsewhere    {block.lang:6} {shown} (test-julia-embedded.sh)")
+            if args.environment != environment_of(block):
+                if args.environment is None:
+                    script = ENVIRONMENTS[environment_of(block) or ""]
+                    print(f"elsewhere    {block.lang:6} {shown} ({script})")
                 continue
             count = counts.setdefault(block.lang, [0, 0, 0])
             if "illustration" in block.flags:

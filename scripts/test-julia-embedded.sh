@@ -35,4 +35,4 @@ log "running the dlbridge.julia tests"
 
 log "running the documentation's embedded-Julia blocks"
 REPO_ROOT=$REPO_ROOT DOCS_PYTHON=$venv/bin/python DOCS_LIB_DIR=$CARGO_TARGET_DIR/release \
-  "$venv/bin/python" "$REPO_ROOT/scripts/docs_blocks.py" --embedded-julia
+  "$venv/bin/python" "$REPO_ROOT/scripts/docs_blocks.py" --environment embedded-julia

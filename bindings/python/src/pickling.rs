@@ -11,11 +11,13 @@
 //! - Protocol 5 sends the span as a `pickle.PickleBuffer` over the tensor's own memory, so a
 //!   `buffer_callback` (multiprocessing, Ray, Dask) moves it out of band without a copy, and
 //!   `pickle.loads(..., buffers=...)` in the same process rebuilds a tensor over that very
-//!   memory. In band, the pickler copies it into the stream. Protocols below 5 copy it into a
-//!   `bytes` object.
-//! - The rebuilt tensor is read-only exactly when the original was. Memory that arrives
-//!   read-only for a writable tensor (`bytes`, a read-only out-of-band buffer), or not aligned
-//!   for its elements, is copied once; the tensor is then flagged copied.
+//!   memory. In band, the pickler copies it into the stream.
+//!   Protocols below 5 send a `bytearray`, which unpickles as fresh writable memory.
+//! - The rebuilt tensor views the memory it receives, without a copy, as numpy does: read-only
+//!   when the original was or when the memory arrives read-only (a read-only out-of-band buffer,
+//!   such as Ray's object store or `bytes`), and keeping that memory's owner alive. For a
+//!   writable tensor from read-only memory, copy it (`t.copy()`). Memory not aligned for its
+//!   elements is the one case copied on arrival; the tensor is then flagged copied.
 //! - `copy.copy` and `copy.deepcopy` copy the memory (dense layouts keep their strides; others
 //!   become C-contiguous), keep the read-only flag and set the copied flag.
 //! - Only CPU tensors pickle or copy: a tensor on another device is refused with a TypeError.
@@ -23,7 +25,7 @@
 use dlbridge::{AlignedBuffer, DataType, Device, DeviceType, Flags, Order, Tensor, TensorView};
 use pyo3::ffi;
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyMemoryView, PyTuple};
+use pyo3::types::{PyByteArray, PyMemoryView, PyTuple};
 
 use crate::c_methods::MethodDef;
 use crate::errors::{to_py_err, type_error, value_error};
@@ -144,7 +146,7 @@ fn reduce<'py>(
         let len = bytes.len();
         let owner: Box<dyn std::any::Any + Send + Sync> = match copy {
             Some(copy) => Box::new(copy),
-            None => Box::new(t.object().to_owned().unbind()),
+            None => Box::new(PyOwner::new(&t.object().to_owned())),
         };
         // SAFETY: the bytes are the span of the tensor object (kept alive by its reference) or
         // of the copy (whose heap memory does not move with it), writable unless READ_ONLY.
@@ -154,7 +156,7 @@ fn reduce<'py>(
             .getattr("PickleBuffer")?
             .call1((bytes_tensor,))?
     } else {
-        PyBytes::new(py, bytes).into_any()
+        PyByteArray::new(py, bytes).into_any()
     };
     let rebuild = py
         .import("dlbridge._dlbridge")?
@@ -241,7 +243,7 @@ pub(crate) fn tensor_from_pickle<'py>(
     let memory = PyMemoryView::from(data)?;
     let (base, len, memory_read_only) = raw_bytes(&memory)?;
     let mut flags = Flags::empty();
-    if readonly {
+    if readonly || memory_read_only {
         flags |= Flags::READ_ONLY;
     }
     if copied {
@@ -282,10 +284,15 @@ pub(crate) fn tensor_from_pickle<'py>(
     }
     let align = meta.storage_size().unwrap_or(1).min(8).next_power_of_two();
     let misaligned = meta.size() > 0 && (data_ptr as usize) % align != 0;
-    if (memory_read_only && !readonly) || misaligned {
+    if misaligned {
         // SAFETY: `len` bytes at `base`, alive while `memory` is.
         let bytes = unsafe { std::slice::from_raw_parts(base.cast_const(), len) };
-        let copy = rebuild_in_copy(bytes, offset, &meta, flags)?;
+        let kept = if readonly {
+            Flags::READ_ONLY
+        } else {
+            Flags::empty()
+        };
+        let copy = rebuild_in_copy(bytes, offset, &meta, kept)?;
         return new_tensor(py, TensorData::Owned(Box::new(copy)));
     }
     new_tensor(py, TensorData::Owned(Box::new(tensor)))
@@ -335,7 +342,7 @@ pub(crate) const REDUCE_EX: MethodDef = MethodDef::one_arg(
     c"__reduce_ex__",
     reduce_ex,
     c"__reduce_ex__($self, protocol, /)\n--\n\nPickle support: protocol 5 sends the memory as an \
-out-of-band pickle.PickleBuffer (no copy); lower protocols copy it into bytes.",
+out-of-band pickle.PickleBuffer (no copy); lower protocols copy it into a bytearray.",
 );
 
 /// `__copy__`.

@@ -171,10 +171,11 @@ def test_deleters_run_once():
     y = dpnp.from_dlpack(t)
     assert dlbridge.diagnostics()["imports"] == base["imports"] + 1
     assert dlbridge.diagnostics()["exports"] == base["exports"] + 1
+    # The second export is dlbridge forwarding dpnp's stream to the producer (dropped at once).
     del t
-    assert counted.calls() == [0]  # dpnp's view still holds the memory through dlbridge
+    assert counted.calls() == [0, 1]  # dpnp's view still holds the memory through dlbridge
     del y
-    assert counted.calls() == [1]
+    assert counted.calls() == [1, 1]
     after = dlbridge.diagnostics()
     assert (after["imports"], after["exports"]) == (base["imports"], base["exports"])
 
@@ -296,3 +297,14 @@ def test_through_the_c_abi_the_pointer_and_device_survive_and_host_access_is_ref
     assert counted.calls() == [0]
     del y, capsule
     assert counted.calls() == [1]
+
+
+@pytest.mark.parametrize("route", ["direct", "dlbridge"])
+def test_a_dpnp_consumer_sees_queued_writes_through_dlbridge_as_directly(route):
+    expected = float(np.arange(1, N + 1, dtype=np.float64).sum())
+    for _ in range(10):
+        x = pending()
+        source = x if route == "direct" else dlbridge.from_dlpack(x)
+        y = dpnp.from_dlpack(source)
+        assert y.sycl_queue == x.sycl_queue
+        assert float(dpnp.asnumpy(y).astype(np.float64).sum()) == expected

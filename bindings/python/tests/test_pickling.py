@@ -132,15 +132,42 @@ def test_in_band_pickles_copy_and_keep_everything_else(name, protocol):
         assert values(t)[(0,) * t.ndim] != 99
 
 
-def test_writable_tensors_arriving_in_read_only_memory_are_copied_once():
-    t = dlbridge.from_dlpack(np.arange(4, dtype=np.int32))
+@pytest.mark.parametrize("transported", [bytes, lambda raw: memoryview(bytearray(raw)).toreadonly()])
+def test_read_only_out_of_band_memory_is_viewed_read_only_as_numpy_does(transported):
+    a = np.arange(4, dtype=np.int32)
+    t = dlbridge.from_dlpack(a)
+    rebuilt = []
+    for obj in (a, t):
+        buffers = []
+        data = pickle.dumps(obj, protocol=5, buffer_callback=buffers.append)
+        frozen = transported(buffers[0].raw())  # what an object store hands over
+        address = np_ptr(np.frombuffer(frozen, np.uint8))
+        rebuilt.append((pickle.loads(data, buffers=[frozen]), address))
+    (n, n_address), (r, r_address) = rebuilt
+    # numpy: a read-only view of the received memory, no copy.
+    assert not n.flags.writeable and np_ptr(n) == n_address
+    assert r.readonly and not r.copied and r.data_ptr == r_address
+    assert r.tolist() == [0, 1, 2, 3]
+    with pytest.raises(ValueError, match="read-only"):
+        np.from_dlpack(r)[0] = 7
+    # A writable tensor is a copy away.
+    w = r.copy()
+    assert not w.readonly and w.copied
+    np.from_dlpack(w)[0] = 7
+    assert r.tolist() == [0, 1, 2, 3]
+
+
+def test_the_received_memory_lives_as_long_as_the_tensor():
+    t = dlbridge.from_dlpack(np.arange(1000, dtype=np.float64))
     buffers = []
     data = pickle.dumps(t, protocol=5, buffer_callback=buffers.append)
-    frozen = bytes(buffers[0].raw())  # what a transport may hand over
-    r = pickle.loads(data, buffers=[frozen])
-    assert not r.readonly and r.copied and r.tolist() == [0, 1, 2, 3]
-    np.from_dlpack(r)[0] = 7
-    assert frozen[0] == 0
+    received = bytearray(buffers[0].raw())
+    r = pickle.loads(data, buffers=[received])
+    assert r.data_ptr == np_ptr(np.frombuffer(received, np.uint8))
+    with pytest.raises(BufferError):
+        received.append(0)  # exported: the tensor holds the memory
+    del r
+    received.append(0)  # released at once
 
 
 def test_misaligned_memory_is_copied_to_aligned_memory():
