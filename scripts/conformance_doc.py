@@ -24,8 +24,10 @@ producer (what its `__dlpack__` and C exchange API table hand out, for every dty
 every layout: C, Fortran, strided, negative strides, offset views, 0-d, empty, size-1
 dimensions with odd strides, read-only) and as a consumer (its `from_dlpack` fed by producers
 dlbridge makes, including legacy-only ones, capsules of major version 2 and read-only tensors,
-with every deleter call counted). A library that crashes the interpreter is run in a child
-process and reported as a failure of the check it was in.
+with every deleter call counted). `check` runs the checks in a child process (where the
+platform can fork): a library that crashes the interpreter is reported as a failure of the check
+it was in, and the checks after it run in a new child. bfloat16 cases need `ml_dtypes`; without
+it they are listed as not checked in the report's notes.
 
 ```python illustration
 from dlbridge import conformance
@@ -39,9 +41,25 @@ report.passed, report.skipped
 python -m dlbridge.conformance numpy torch mypackage.adapters:make_adapter --markdown out.md
 ```
 
-A user adapter is any object with `name`, `from_numpy(a)` and `to_numpy(obj)`, and optionally
-`from_dlpack(x, **kwargs)`, `is_writable(obj)`, `data_ptr(obj)`; the module docstring of
-`dlbridge.conformance.adapters` lists every optional part. This one checks numpy as a producer:
+A user adapter is any object with `name`, `from_numpy(a)` and `to_numpy(obj)`
+(`conformance.Adapter`, a `typing.Protocol`: `help(conformance.Adapter)` lists every optional
+part). `from_numpy(a)` raises `conformance.NotExpressible("why")` when the library cannot hold
+`a` (its dtype, layout or read-only state): that case is left out of every check for the
+library and listed, with the reason, in `report.notes` (check `cases`). Optional parts, each
+missing one skipping the checks that need it (named in `report.skipped`):
+
+- `from_dlpack(x, **kwargs)`, the library's consumer. The kit calls `from_dlpack(x)` with no
+  keyword, except the `consumer.keywords` checks, which pass `copy=True`, `copy=False` and
+  `device=` the library's CPU device (`cpu_device`, else the array API `device` attribute of
+  the library's array), one per call; a `TypeError` naming the keyword skips that check.
+- `is_writable(obj)`. Without it, `obj` counts as writable unless the library's own versioned
+  capsule of it is flagged READ_ONLY (as writable as the source array where the library gives
+  no versioned capsule), and `producer.flags.read_only`, which would compare that flag with
+  itself, is skipped.
+- `data_ptr(obj)`, `export(obj, **kwargs)`, `pending(a)`, `recipe`, `consumer_recipe`,
+  `load()`, `version`: see `help(conformance.Adapter)`.
+
+This one checks numpy as a producer:
 
 ```python
 import numpy as np

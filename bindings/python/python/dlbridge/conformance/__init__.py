@@ -9,10 +9,11 @@ rules.
 
 An adapter is any object with ``name``, ``from_numpy(a)`` (the library's array holding ``a``'s
 values and, where it can, its layout and writability; raise ``NotExpressible`` when it cannot)
-and ``to_numpy(obj)``; ``from_dlpack(x, **kwargs)`` (the library's consumer) and the other
-optional parts listed in ``dlbridge.conformance.adapters`` enable more checks. Missing parts
-skip their checks, named in ``report.skipped``. ``python -m dlbridge.conformance --help`` runs
-the kit from the command line.
+and ``to_numpy(obj)``; ``from_dlpack(x, **kwargs)`` (the library's consumer), ``is_writable``
+and the other optional parts that ``help(conformance.Adapter)`` lists enable more checks.
+Missing parts skip their checks, named in ``report.skipped``. ``adapters`` holds the built-in
+adapters by library name. ``python -m dlbridge.conformance --help`` runs the kit from the
+command line.
 """
 
 from __future__ import annotations
@@ -20,8 +21,9 @@ from __future__ import annotations
 from typing import Any
 
 from . import consumer, producer
-from .adapters import adapters
+from .adapter_protocol import Adapter
 from .errors import NotExpressible
+from .library_adapters import adapters
 from .report import Finding, Report
 from .runner import run_checks
 
@@ -32,11 +34,25 @@ CHECK_NAMES = [name for name, _ in CHECKS]
 """The names of every check."""
 
 
-def check(adapter: Any, only: list[str] | None = None, progress: Any = None) -> Report:
+def check(
+    adapter: Any, only: list[str] | None = None, progress: Any = None, isolated: bool = True
+) -> Report:
     """Run every check (or those whose names start with one of ``only``) against ``adapter``.
-    A peer's defect never raises out of here: it becomes a failure of the check that met it."""
+    A peer's defect never raises out of here: it becomes a failure of the check that met it.
+    ``isolated`` (where the platform can fork) runs the checks in a child process, so a peer
+    that crashes the interpreter fails the check it was in, and the checks after it run in a
+    new child; ``progress(name)``, where given, is called as each check starts."""
     selected = [c for c in CHECKS if only is None or any(c[0].startswith(p) for p in only)]
-    return run_checks(adapter, selected, progress)
+    return run_checks(adapter, selected, progress, isolated)
 
 
-__all__ = ["CHECKS", "CHECK_NAMES", "Finding", "NotExpressible", "Report", "adapters", "check"]
+__all__ = [
+    "CHECKS",
+    "CHECK_NAMES",
+    "Adapter",
+    "Finding",
+    "NotExpressible",
+    "Report",
+    "adapters",
+    "check",
+]

@@ -2,7 +2,8 @@
 
 Each library (a built-in adapter's name, or ``module:function`` returning an adapter) is checked
 in a child process, so a peer that crashes the interpreter is reported as a failure of the check
-it was in. Exit status 0 unless the kit itself failed; with ``--strict``, 1 when any check failed.
+it was in. Exit status 0 unless the kit itself failed (2) or a library or adapter could not be
+loaded (3, naming it and why); with ``--strict``, 1 when any check failed.
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ from .report import Finding, Report, markdown
 
 KIT_FAILED = 2
 """Exit status when the kit itself could not run."""
+NOT_LOADED = 3
+"""Exit status when a library or adapter could not be loaded."""
 
 
 def resolve(spec: str):
@@ -35,17 +38,33 @@ def resolve(spec: str):
     return adapters[spec]
 
 
+def _load(spec: str):
+    """The adapter ``spec`` names, its library imported; exits ``NOT_LOADED``, saying which
+    module failed and why, where that fails."""
+    try:
+        adapter = resolve(spec)
+        load = getattr(adapter, "load", None)
+        if callable(load):
+            load()
+    except Exception as e:
+        module = getattr(e, "name", None) or spec.partition(":")[0]
+        print(f"cannot load {spec!r} (module {module!r}): {type(e).__name__}: {e}", file=sys.stderr)
+        sys.exit(NOT_LOADED)
+    return adapter
+
+
 def _worker(spec: str, out: str, progress_file: str) -> None:
     def progress(name: str) -> None:
         with open(progress_file, "w") as f:
             f.write(name)
 
-    report = check(resolve(spec), progress=progress)
+    report = check(_load(spec), progress=progress)
     with open(out, "w") as f:
         json.dump(report.to_dict(), f)
 
 
-def _run_isolated(spec: str, timeout: float) -> Report:
+def _run_isolated(spec: str, timeout: float) -> tuple[Report, bool]:
+    """The report of ``spec``'s run in a child process, and whether its adapter loaded."""
     with tempfile.TemporaryDirectory() as tmp:
         out, progress = os.path.join(tmp, "report.json"), os.path.join(tmp, "progress")
         cmd = [sys.executable, "-m", "dlbridge.conformance", "--worker", spec, out, progress]
@@ -56,12 +75,15 @@ def _run_isolated(spec: str, timeout: float) -> Report:
             code, tail = None, ["timed out"]
         if code == 0 and os.path.exists(out):
             with open(out) as f:
-                return Report.from_dict(json.load(f))
-        where = open(progress).read() if os.path.exists(progress) else "loading"
+                return Report.from_dict(json.load(f)), True
         report = Report(library=spec)
+        if code == NOT_LOADED:
+            report.failures.append(Finding("load", " ".join(tail)))
+            return report, False
+        where = open(progress).read() if os.path.exists(progress) else "loading"
         what = "timed out" if code is None else f"died (status {code}): {' '.join(tail)[:200]}"
         report.failures.append(Finding(where, f"the process {what} during this check"))
-        return report
+        return report, True
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -81,20 +103,27 @@ def main(argv: list[str] | None = None) -> int:
     for spec in args.libraries:
         if ":" not in spec and spec not in adapters:
             parser.error(f"unknown library {spec!r}: built-in ones are {sorted(adapters)}")
-    reports = []
+    reports, not_loaded = [], []
     for spec in args.libraries:
-        report = _run_isolated(spec, args.timeout)
+        report, loaded = _run_isolated(spec, args.timeout)
         reports.append(report)
+        if not loaded:
+            print(f"{spec}: {report.failures[0].detail}", file=sys.stderr)
+            not_loaded.append(spec)
+            continue
         status = f"{len(report.passed)} passed, {len(report.failed)} failed, "
         print(f"{report.library} {report.version}: {status}{len(report.skipped)} skipped")
-        for f in report.failures:
-            print(f"  FAIL {f.check}: {f.detail}")
+        for finding in report.failures:
+            print(f"  FAIL {finding.check}: {finding.detail}")
     if args.json:
         with open(args.json, "w") as f:
             json.dump([r.to_dict() for r in reports], f, indent=1)
     if args.markdown:
         with open(args.markdown, "w") as f:
             f.write(markdown(reports, CHECK_NAMES) + "\n")
+    if not_loaded:
+        print(f"dlbridge.conformance: could not load {not_loaded}", file=sys.stderr)
+        return NOT_LOADED
     if args.strict and any(r.failures for r in reports):
         return 1
     return 0

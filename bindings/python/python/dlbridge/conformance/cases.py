@@ -90,6 +90,15 @@ def dtype_code(name: str) -> str | None:
     return f"np.arange(1, 13).astype('{name}')"
 
 
+def unavailable_cases() -> dict[str, str]:
+    """The dtype cases numpy cannot hold here, by name, with the reason."""
+    return {
+        f"{n} 1-d": "ml_dtypes is not installed (numpy holds bfloat16 only through it)"
+        for n in DTYPES
+        if dtype_code(n) is None
+    }
+
+
 def dtype_cases() -> list[Case]:
     """Every dtype, 1-d and compact."""
     return [Case(f"{n} 1-d", code) for n in DTYPES if (code := dtype_code(n)) is not None]

@@ -30,6 +30,7 @@ class TrackedProducer:
             self.tensor = dlbridge.empty(source.shape, source.dtype.name)
             compact = source.copy(order="C")
             ctypes.memmove(self.tensor.data_ptr, compact.ctypes.data, compact.nbytes)
+        self.source = source
         self.major = major
         self.calls: list[dict[str, Any]] = []
         self.capsules: list[Any] = []
@@ -82,8 +83,10 @@ class LegacyProducer(TrackedProducer):
         return self._track(self.tensor.__dlpack__(stream=stream))
 
 
-def _import(ctx: Context, producer: Any) -> Any:
-    return ctx.adapter.from_dlpack(producer)
+def _import(ctx: Context, producer: Any, case: Case, **kwargs: Any) -> Any:
+    """The library's import of ``producer`` (``case``'s array), through ``from_dlpack``."""
+    ctx.last_call = _repro(ctx, case, kwargs)
+    return ctx.adapter.from_dlpack(producer, **kwargs)
 
 
 def _require_consumer(ctx: Context) -> None:
@@ -93,9 +96,18 @@ def _require_consumer(ctx: Context) -> None:
         raise Skip("the adapter has no to_numpy")
 
 
-def _repro(ctx: Context, case: Case) -> str:
+def _repro(ctx: Context, case: Case, kwargs: dict[str, Any] | None = None) -> str:
+    """A one-line reproduction: build ``a``, import a dlbridge view of it with ``kwargs``."""
     recipe = getattr(ctx.adapter, "consumer_recipe", None) or "adapter.from_dlpack({x})"
-    return f"`{case.setup}; {recipe.format(x='dlbridge.from_dlpack(a)')}`"
+    x = "".join(["dlbridge.from_dlpack(a)"] + [f", {k}={v!r}" for k, v in (kwargs or {}).items()])
+    return f"`{case.setup}; {recipe.format(x=x)}`"
+
+
+def _shares(ctx: Context, result: Any, a: np.ndarray) -> bool:
+    """Whether the library's ``result`` is ``a``'s memory (``data_ptr``, else ``to_numpy``)."""
+    if ctx.has("data_ptr"):
+        return int(ctx.adapter.data_ptr(result)) == a.__array_interface__["data"][0]
+    return bool(np.shares_memory(ctx.to_numpy(result), a))
 
 
 def _values(ctx: Context, cases: list[Case], basic: tuple[str, ...]) -> None:
@@ -104,7 +116,7 @@ def _values(ctx: Context, cases: list[Case], basic: tuple[str, ...]) -> None:
         a = case.build()
         producer = Producer(a)
         try:
-            result = _import(ctx, producer)
+            result = _import(ctx, producer, case)
         except Exception as e:
             if case.name in basic:
                 ctx.fail(f"{case.name}: refused ({describe(e)}): {_repro(ctx, case)}")
@@ -153,7 +165,7 @@ def read_only(ctx: Context) -> None:
     a = case.build()
     producer = Producer(a)
     try:
-        result = _import(ctx, producer)
+        result = _import(ctx, producer, case)
     except Exception as e:
         ctx.note(f"refuses read-only tensors ({describe(e)})")
         return
@@ -161,12 +173,7 @@ def read_only(ctx: Context) -> None:
         writable = bool(ctx.adapter.is_writable(result))
     else:
         writable = bool(ctx.to_numpy(result).flags.writeable)
-    if ctx.has("data_ptr"):
-        start = int(ctx.adapter.data_ptr(result))
-        shared = a.__array_interface__["data"][0] == start
-    else:
-        shared = np.shares_memory(ctx.to_numpy(result), a)
-    if writable and shared:
+    if writable and _shares(ctx, result, a):
         ctx.fail(
             f"a READ_ONLY tensor is imported zero-copy as writable, so writes reach "
             f"read-only memory: {_repro(ctx, case)}"
@@ -180,7 +187,7 @@ def max_version(ctx: Context) -> None:
     _require_consumer(ctx)
     case = layout_cases()[0]
     producer = Producer(case.build())
-    result = _import(ctx, producer)
+    result = _import(ctx, producer, case)
     del result
     if not producer.calls:
         ctx.fail(f"never called __dlpack__ (read the tensor some other way): {_repro(ctx, case)}")
@@ -204,7 +211,7 @@ def legacy_only(ctx: Context) -> None:
     a = case.build()
     producer = LegacyProducer(a)
     try:
-        result = _import(ctx, producer)
+        result = _import(ctx, producer, case)
     except Exception as e:
         ctx.fail(
             f"a producer without max_version is refused ({describe(e)}): "
@@ -222,7 +229,7 @@ def renames(ctx: Context) -> None:
     _require_consumer(ctx)
     case = layout_cases()[0]
     producer = Producer(case.build())
-    result = _import(ctx, producer)
+    result = _import(ctx, producer, case)
     names = producer.names()
     if names and names[-1] not in (abi.USED_LEGACY, abi.USED_VERSIONED):
         ctx.fail(f"the consumed capsule is still named {names[-1]!r}: {_repro(ctx, case)}")
@@ -237,7 +244,7 @@ def refuses_major_2(ctx: Context) -> None:
     case = layout_cases()[0]
     producer = Producer(case.build(), major=2)
     try:
-        result = _import(ctx, producer)
+        result = _import(ctx, producer, case)
     except Exception:
         result = None
     versioned = [n for n in producer.names() if n and n.endswith(abi.VERSIONED)]
@@ -261,7 +268,7 @@ def deleter_once(ctx: Context) -> None:
     for case in (layout_cases()[0], next(c for c in layout_cases() if c.layout == "offset")):
         producer = Producer(case.build())
         try:
-            result = _import(ctx, producer)
+            result = _import(ctx, producer, case)
         except Exception:
             result = None
         del result
@@ -277,6 +284,91 @@ def deleter_once(ctx: Context) -> None:
             ctx.fail(f"{case.name}: the deleter ran {total[-1]}x, not once: {_repro(ctx, case)}")
 
 
+def _keyword_import(ctx: Context, producer: Producer, case: Case, **kwargs: Any) -> Any:
+    """The library's import of ``producer`` (``case``'s array) with one keyword; None, the
+    failure recorded and ``producer`` released, where it raised; Skip where ``from_dlpack``
+    takes no such keyword."""
+    try:
+        return _import(ctx, producer, case, **kwargs)
+    except TypeError as e:
+        (keyword,) = kwargs
+        if keyword not in str(e):
+            raise
+        producer.release()
+        raise Skip(f"from_dlpack takes no {keyword}= ({describe(e)})") from None
+    except Exception as e:
+        ctx.fail(f"{case.name}: raises {describe(e)}: {_repro(ctx, case, kwargs)}")
+        producer.release()
+        return None
+
+
+def _check_values(ctx: Context, case: Case, result: Any, kwargs: dict[str, Any]) -> None:
+    """Records a failure where ``result`` does not hold ``case``'s values."""
+    a, got = case.build(), ctx.to_numpy(result)
+    if got.shape != a.shape or not np.array_equal(got, a):
+        ctx.fail(
+            f"{case.name}: imported {got.shape} {got.ravel()[:6].tolist()}, source "
+            f"{a.shape} {a.ravel()[:6].tolist()}: {_repro(ctx, case, kwargs)}"
+        )
+
+
+def keyword_copy_true(ctx: Context) -> None:
+    """``from_dlpack(x, copy=True)`` gives new memory holding the source's values."""
+    _require_consumer(ctx)
+    case = layout_cases()[0]
+    producer = Producer(case.build())
+    result = _keyword_import(ctx, producer, case, copy=True)
+    if result is None:
+        return
+    if _shares(ctx, result, producer.source):
+        ctx.fail(f"copy=True shares the producer's memory: {_repro(ctx, case, {'copy': True})}")
+    _check_values(ctx, case, result, {"copy": True})
+    del result
+    producer.release()
+
+
+def keyword_copy_false(ctx: Context) -> None:
+    """``from_dlpack(x, copy=False)`` of a tensor it can import zero-copy (C-contiguous
+    float32 on the CPU) shares the producer's memory."""
+    _require_consumer(ctx)
+    case = layout_cases()[0]
+    producer = Producer(case.build())
+    result = _keyword_import(ctx, producer, case, copy=False)
+    if result is None:
+        return
+    if not _shares(ctx, result, producer.source):
+        ctx.fail(f"copy=False made a copy: {_repro(ctx, case, {'copy': False})}")
+    _check_values(ctx, case, result, {"copy": False})
+    del result
+    producer.release()
+
+
+def _cpu_device(ctx: Context) -> Any:
+    """The CPU device as the library's ``from_dlpack`` takes it: ``adapter.cpu_device``, else
+    the ``device`` attribute (array API) of the library's array."""
+    device = getattr(ctx.adapter, "cpu_device", None)
+    if device is None:
+        device = getattr(ctx.objects(layout_cases()[:1])[0][2], "device", None)
+    if device is None:
+        raise Skip("the adapter has no cpu_device, and the library's arrays have no device")
+    return device
+
+
+def keyword_device(ctx: Context) -> None:
+    """``from_dlpack(x, device=<the library's CPU device>)`` imports a CPU tensor with its
+    values."""
+    _require_consumer(ctx)
+    case = layout_cases()[0]
+    kwargs = {"device": _cpu_device(ctx)}
+    producer = Producer(case.build())
+    result = _keyword_import(ctx, producer, case, **kwargs)
+    if result is None:
+        return
+    _check_values(ctx, case, result, kwargs)
+    del result
+    producer.release()
+
+
 CHECKS: list[tuple[str, CheckFn]] = [
     ("consumer.layout.values", layout_values),
     ("consumer.layout.sizes", layout_sizes),
@@ -286,6 +378,9 @@ CHECKS: list[tuple[str, CheckFn]] = [
     ("consumer.protocol.legacy_only", legacy_only),
     ("consumer.protocol.renames", renames),
     ("consumer.protocol.major_2", refuses_major_2),
+    ("consumer.keywords.copy_true", keyword_copy_true),
+    ("consumer.keywords.copy_false", keyword_copy_false),
+    ("consumer.keywords.device", keyword_device),
     ("consumer.lifecycle.deleter_once", deleter_once),
 ]
 """Every consumer check, in the order they run."""

@@ -11,23 +11,12 @@ import numpy as np
 
 from . import abi
 from .cases import Case
-from .runner import CheckFn, Context, Skip, describe
+from .runner import ASK, CheckFn, Context, Skip, describe
 
-ASK = (1, 3)
-"""The ``max_version`` the checks pass."""
 ATTEMPTS = 10
 """Tries of ``producer.stream.synchronized``, which races the library's queue."""
 FOREIGN_DEVICE = (2, 0)
 """A device no CPU array lives on (kDLCUDA), for ``dl_device=`` requests."""
-
-
-def _call(ctx: Context, kwargs: dict[str, Any]) -> str:
-    """How a reproduction exports ``x`` with ``kwargs``."""
-    export_recipe = getattr(ctx.adapter, "export_recipe", None)
-    if export_recipe and not kwargs:
-        return export_recipe
-    inner = ", ".join(f"{k}={v!r}" for k, v in kwargs.items())
-    return f"x.__dlpack__({inner})"
 
 
 def _span(a: np.ndarray) -> tuple[int, int]:
@@ -48,6 +37,19 @@ def _versioned(
     capsule = ctx.export(obj, max_version=ASK, **kwargs)
     info = abi.read_capsule(capsule)
     return (capsule, info) if info.versioned else None
+
+
+def _plain_export(ctx: Context, case: Case, obj: Any) -> tuple[Any, dict[str, Any]]:
+    """The capsule a consumer would ask for, and the keywords that gave it: a plain export of
+    writable data; of read-only data a versioned one (a legacy capsule cannot say READ_ONLY),
+    or a plain one where the library refuses ``max_version`` (``producer.capsule.versioned``
+    and ``producer.flags.read_only`` report that)."""
+    if ctx.writable(case, obj):
+        return ctx.export(obj), {}
+    try:
+        return ctx.export(obj, max_version=ASK), {"max_version": ASK}
+    except TypeError:
+        return ctx.export(obj), {}
 
 
 def _values_agree(info: abi.TensorInfo, a: np.ndarray) -> str | None:
@@ -77,7 +79,8 @@ def capsule_legacy_default(ctx: Context) -> None:
                 raise
             if name != abi.LEGACY:
                 ctx.fail(
-                    f"{case.name}: gives {name!r} unasked: {ctx.repro(case, _call(ctx, kwargs))}"
+                    f"{case.name}: gives {name!r} unasked: "
+                    f"{ctx.repro(case, ctx.export_call(kwargs))}"
                 )
 
 
@@ -92,7 +95,7 @@ def capsule_versioned(ctx: Context) -> None:
         except TypeError as e:
             ctx.fail(
                 f"refuses the max_version keyword ({describe(e)}): "
-                f"{ctx.repro(case, _call(ctx, {'max_version': ASK}))}"
+                f"{ctx.repro(case, ctx.export_call({'max_version': ASK}))}"
             )
             return
         if name == abi.LEGACY:
@@ -132,8 +135,7 @@ def device_agrees(ctx: Context) -> None:
             ctx.fail(f"{type(obj).__name__} has no __dlpack_device__")
             return
         claimed = tuple(obj.__dlpack_device__())
-        kwargs = {} if ctx.writable(case, obj) else {"max_version": ASK}
-        info = abi.read_capsule(ctx.export(obj, **kwargs))
+        info = abi.read_capsule(_plain_export(ctx, case, obj)[0])
         if claimed != info.device:
             ctx.fail(
                 f"{case.name}: __dlpack_device__() is {claimed}, the capsule's tensor is on "
@@ -141,20 +143,22 @@ def device_agrees(ctx: Context) -> None:
             )
 
 
-def _host_export(ctx: Context, case: Case, obj: Any) -> tuple[Any, abi.TensorInfo] | None:
-    """A capsule whose tensor the host can read: the plain export of a CPU tensor, else a
-    ``dl_device=(1, 0)`` copy (None where there is none)."""
-    kwargs = {} if ctx.writable(case, obj) else {"max_version": ASK}
-    capsule = ctx.export(obj, **kwargs)
+def _host_export(
+    ctx: Context, case: Case, obj: Any
+) -> tuple[Any, abi.TensorInfo, dict[str, Any]] | None:
+    """A capsule whose tensor the host can read, and the keywords that gave it: the plain
+    export of a CPU tensor, else a ``dl_device=(1, 0)`` copy (None where there is none)."""
+    capsule, kwargs = _plain_export(ctx, case, obj)
     info = abi.read_capsule(capsule)
     if info.device[0] == abi.CPU:
-        return capsule, info
+        return capsule, info, kwargs
+    kwargs = {"max_version": ASK, "dl_device": (abi.CPU, 0)}
     try:
-        capsule = ctx.export(obj, max_version=ASK, dl_device=(abi.CPU, 0))
+        capsule = ctx.export(obj, **kwargs)
     except (BufferError, TypeError):
         return None
     info = abi.read_capsule(capsule)
-    return (capsule, info) if info.device[0] == abi.CPU else None
+    return (capsule, info, kwargs) if info.device[0] == abi.CPU else None
 
 
 def layout_values(ctx: Context) -> None:
@@ -165,11 +169,10 @@ def layout_values(ctx: Context) -> None:
         if exported is None:
             continue
         ran = True
-        capsule, info = exported
+        capsule, info, kwargs = exported
         wrong = _values_agree(info, a)
         if wrong:
-            kwargs = {} if ctx.writable(case, obj) else {"max_version": ASK}
-            ctx.fail(f"{case.name}: {wrong}: {ctx.repro(case, _call(ctx, kwargs))}")
+            ctx.fail(f"{case.name}: {wrong}: {ctx.repro(case, ctx.export_call(kwargs))}")
         del capsule
     if not ran:
         raise Skip("no capsule the host can read")
@@ -179,10 +182,9 @@ def layout_strides(ctx: Context) -> None:
     """Strides are present where DLPack >= 1.2 requires them, and a zero-copy export of the
     source keeps the source's strides."""
     for case, a, obj in ctx.objects():
-        kwargs = {} if ctx.writable(case, obj) else {"max_version": ASK}
-        capsule = ctx.export(obj, **kwargs)
+        capsule, kwargs = _plain_export(ctx, case, obj)
         info = abi.read_capsule(capsule)
-        where = ctx.repro(case, _call(ctx, kwargs))
+        where = ctx.repro(case, ctx.export_call(kwargs))
         new_enough = info.version is not None and info.version >= (1, 2)
         if new_enough and info.shape and info.strides is None:
             ctx.fail(f"{case.name}: NULL strides in a version {info.version} capsule: {where}")
@@ -203,6 +205,11 @@ def layout_strides(ctx: Context) -> None:
 def flags_read_only(ctx: Context) -> None:
     """Read-only data is flagged READ_ONLY (and refused as a legacy capsule, which cannot say
     so); writable data is not."""
+    if not ctx.has("is_writable"):
+        raise Skip(
+            "the adapter has no is_writable(obj), so the kit takes the library's writability "
+            "from this very flag"
+        )
     for case, _, obj in ctx.objects():
         writable = ctx.writable(case, obj)
         if not writable:
@@ -214,7 +221,7 @@ def flags_read_only(ctx: Context) -> None:
                 if abi.capsule_name(capsule) == abi.LEGACY:
                     ctx.fail(
                         f"{case.name}: read-only data exported as a legacy capsule, which "
-                        f"cannot carry READ_ONLY: {ctx.repro(case, _call(ctx, {}))}"
+                        f"cannot carry READ_ONLY: {ctx.repro(case, ctx.export_call({}))}"
                     )
         try:
             exported = _versioned(ctx, case, obj)
@@ -228,7 +235,7 @@ def flags_read_only(ctx: Context) -> None:
             flag = "set" if info.read_only else "missing"
             ctx.fail(
                 f"{case.name}: READ_ONLY {flag} for {state} data: "
-                f"{ctx.repro(case, _call(ctx, {'max_version': ASK}))}"
+                f"{ctx.repro(case, ctx.export_call({'max_version': ASK}))}"
             )
 
 
@@ -251,7 +258,7 @@ def flags_is_copied(ctx: Context) -> None:
         if info.is_copied and info.start == _zero_copy_start(ctx, obj, info) and info.start:
             ctx.fail(
                 f"{case.name}: IS_COPIED set on a zero-copy export: "
-                f"{ctx.repro(case, _call(ctx, {'max_version': ASK}))}"
+                f"{ctx.repro(case, ctx.export_call({'max_version': ASK}))}"
             )
 
 
@@ -273,14 +280,14 @@ def copy_true(ctx: Context) -> None:
     for case, a, obj in _sized(ctx):
         default = _default(ctx, obj)
         for kwargs in ({"max_version": ASK, "copy": True}, {"copy": True}):
-            where = ctx.repro(case, _call(ctx, kwargs))
+            where = ctx.repro(case, ctx.export_call(kwargs))
             try:
                 capsule = ctx.export(obj, **kwargs)
             except TypeError as e:
                 ctx.fail(f"refuses the copy keyword ({describe(e)}): {where}")
                 return
             except BufferError as e:
-                ctx.note(f"{case.name}: {_call(ctx, kwargs)} raises BufferError ({e})")
+                ctx.note(f"{case.name}: {ctx.export_call(kwargs)} raises BufferError ({e})")
                 continue
             except Exception as e:
                 ctx.fail(f"{case.name}: raises {describe(e)}, not BufferError: {where}")
@@ -307,19 +314,21 @@ def copy_false(ctx: Context) -> None:
             capsule = ctx.export(obj, **kwargs)
         except TypeError as e:
             ctx.fail(
-                f"refuses the copy keyword ({describe(e)}): {ctx.repro(case, _call(ctx, kwargs))}"
+                f"refuses the copy keyword ({describe(e)}): "
+                f"{ctx.repro(case, ctx.export_call(kwargs))}"
             )
             return
         except BufferError:
             ctx.note(f"{case.name}: copy=False raises BufferError")
             continue
         except Exception as e:
-            where = ctx.repro(case, _call(ctx, kwargs))
+            where = ctx.repro(case, ctx.export_call(kwargs))
             ctx.fail(f"{case.name}: raises {describe(e)}, not BufferError: {where}")
             continue
         info = abi.read_capsule(capsule)
         if info.start != default.start or info.is_copied:
-            ctx.fail(f"{case.name}: copy=False made a copy: {ctx.repro(case, _call(ctx, kwargs))}")
+            where = ctx.repro(case, ctx.export_call(kwargs))
+            ctx.fail(f"{case.name}: copy=False made a copy: {where}")
 
 
 def dl_device_own(ctx: Context) -> None:
@@ -332,19 +341,19 @@ def dl_device_own(ctx: Context) -> None:
         except TypeError as e:
             ctx.fail(
                 f"refuses the dl_device keyword ({describe(e)}): "
-                f"{ctx.repro(case, _call(ctx, kwargs))}"
+                f"{ctx.repro(case, ctx.export_call(kwargs))}"
             )
             return
         except Exception as e:
             ctx.fail(
                 f"{case.name}: {describe(e)} for its own device: "
-                f"{ctx.repro(case, _call(ctx, kwargs))}"
+                f"{ctx.repro(case, ctx.export_call(kwargs))}"
             )
             continue
         if info.device != default.device or info.start != default.start:
             ctx.fail(
                 f"{case.name}: dl_device={default.device} gave {info.device} at a new "
-                f"address: {ctx.repro(case, _call(ctx, kwargs))}"
+                f"address: {ctx.repro(case, ctx.export_call(kwargs))}"
             )
 
 
@@ -361,7 +370,7 @@ def dl_device_other(ctx: Context) -> None:
             {"max_version": ASK, "dl_device": target, "copy": False},
             {"dl_device": target},
         ):
-            where = ctx.repro(case, _call(ctx, kwargs))
+            where = ctx.repro(case, ctx.export_call(kwargs))
             try:
                 capsule = ctx.export(obj, **kwargs)
             except BufferError:
@@ -388,11 +397,37 @@ def dl_device_other(ctx: Context) -> None:
 def stream_none(ctx: Context) -> None:
     """``stream=None`` is accepted on every device."""
     for case, _, obj in ctx.objects()[:1]:
+        kwargs: dict[str, Any] = {"stream": None}
+        if not ctx.writable(case, obj):
+            kwargs["max_version"] = ASK
         try:
-            ctx.export(obj, stream=None)
+            ctx.export(obj, **kwargs)
         except TypeError as e:
-            where = ctx.repro(case, _call(ctx, {"stream": None}))
+            where = ctx.repro(case, ctx.export_call(kwargs))
             ctx.fail(f"refuses stream=None ({describe(e)}): {where}")
+
+
+def stream_cpu_refuses(ctx: Context) -> None:
+    """A CPU array refuses a ``stream`` other than None (-1 and 1 here) with an exception: the
+    array API allows only None on devices without streams."""
+    cpu = [
+        (case, obj)
+        for case, _, obj in ctx.objects()
+        if abi.read_capsule(_plain_export(ctx, case, obj)[0]).device[0] == abi.CPU
+    ]
+    if not cpu:
+        raise Skip("no CPU arrays")
+    case, obj = cpu[0]
+    for stream in (-1, 1):
+        try:
+            capsule = ctx.export(obj, stream=stream)
+        except Exception:
+            continue
+        del capsule
+        ctx.fail(
+            f"accepts stream={stream} for a CPU array: "
+            f"{ctx.repro(case, ctx.export_call({'stream': stream}))}"
+        )
 
 
 def stream_synchronized(ctx: Context) -> None:
@@ -426,6 +461,8 @@ def stream_synchronized(ctx: Context) -> None:
 def _lifecycle(ctx: Context, consumed: bool) -> None:
     for case, _, obj in ctx.objects()[:1]:
         for kwargs in ({}, {"max_version": ASK}):
+            if not kwargs and not ctx.writable(case, obj):
+                continue  # read-only data has no legacy capsule
             try:
                 capsule = ctx.export(obj, **kwargs)
             except TypeError:
@@ -444,7 +481,7 @@ def _lifecycle(ctx: Context, consumed: bool) -> None:
                 counter.call()
             total = counter.calls
             counter.forget()
-            where = ctx.repro(case, _call(ctx, kwargs))
+            where = ctx.repro(case, ctx.export_call(kwargs))
             if consumed and by_destructor:
                 ctx.fail(
                     f"the destructor of a capsule renamed {'used_' + name!r} still called the "
@@ -545,6 +582,7 @@ CHECKS: list[tuple[str, CheckFn]] = [
     ("producer.dl_device.own", dl_device_own),
     ("producer.dl_device.other", dl_device_other),
     ("producer.stream.none", stream_none),
+    ("producer.stream.cpu_refuses", stream_cpu_refuses),
     ("producer.stream.synchronized", stream_synchronized),
     ("producer.lifecycle.consumed", lifecycle_consumed),
     ("producer.lifecycle.unconsumed", lifecycle_unconsumed),

@@ -3,18 +3,26 @@
 from __future__ import annotations
 
 import gc
+import multiprocessing
+import signal
 import traceback
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from .cases import Case, all_cases
+from . import abi
+from .cases import Case, all_cases, unavailable_cases
 from .errors import NotExpressible
 from .report import Finding, Report
 
+ASK = (1, 3)
+"""The ``max_version`` the checks pass."""
 MAX_DETAILS = 4
 """Failures kept per check (the rest are counted)."""
+CHECK_TIMEOUT = 120.0
+"""Seconds an isolated check may run before its child process is killed."""
 
 
 class Skip(Exception):
@@ -31,8 +39,11 @@ class Context:
         self._failures: list[str] = []
         self._notes: list[str] = []
         self._objects: dict[str, tuple[Case, np.ndarray, Any]] = {}
-        self._not_expressible: dict[str, str] = {}
+        self._not_expressible: dict[str, str] = dict(unavailable_cases())
+        self._writable: dict[str, bool] = {}
         self.recipe = getattr(adapter, "recipe", None) or "adapter.from_numpy(a)"
+        self.last_call = ""
+        """A reproduction of the last call into the library, for findings from exceptions."""
 
     # Findings -----------------------------------------------------------------------------
     def fail(self, detail: str) -> None:
@@ -62,6 +73,7 @@ class Context:
                 continue
             if case.name not in self._objects:
                 a = case.build()
+                self.last_call = f"`{case.setup}; x = {self.recipe}`"
                 try:
                     obj = self.adapter.from_numpy(a)
                 except NotExpressible as e:
@@ -74,13 +86,14 @@ class Context:
                 if changed:
                     self._not_expressible[case.name] = changed
                     continue
+                self._objects[case.name] = (case, a, obj)
                 refusal = self._export_refusal(obj)
                 if refusal:
+                    del self._objects[case.name]
                     self._not_expressible[case.name] = (
                         f"the library refuses to export it ({refusal})"
                     )
                     continue
-                self._objects[case.name] = (case, a, obj)
             out.append(self._objects[case.name])
         if not out:
             raise Skip("the library can express none of the cases")
@@ -108,17 +121,40 @@ class Context:
             return describe(e)
         return None
 
+    def export_call(self, kwargs: dict[str, Any]) -> str:
+        """How a reproduction exports ``x`` with ``kwargs``."""
+        export_recipe = getattr(self.adapter, "export_recipe", None)
+        if export_recipe and not kwargs:
+            return export_recipe
+        inner = ", ".join(f"{k}={v!r}" for k, v in kwargs.items())
+        return f"x.__dlpack__({inner})"
+
     def export(self, obj: Any, **kwargs: Any) -> Any:
         """The library's capsule for ``obj`` (``adapter.export`` or ``obj.__dlpack__``)."""
+        case = next((c for c, _, o in self._objects.values() if o is obj), None)
+        call = self.export_call(kwargs)
+        self.last_call = self.repro(case, call) if case is not None else f"`{call}`"
         if self.has("export"):
             return self.adapter.export(obj, **kwargs)
         return obj.__dlpack__(**kwargs)
 
     def writable(self, case: Case, obj: Any) -> bool:
-        """Whether the library lets ``obj`` be written."""
+        """Whether the library lets ``obj`` be written: ``adapter.is_writable``, else what the
+        library's own versioned capsule says (``Adapter`` documents the default)."""
         if self.has("is_writable"):
             return bool(self.adapter.is_writable(obj))
-        return not case.read_only
+        if case.name not in self._writable:
+            self._writable[case.name] = self._flagged_writable(case, obj)
+        return self._writable[case.name]
+
+    def _flagged_writable(self, case: Case, obj: Any) -> bool:
+        """Not flagged READ_ONLY in the library's versioned capsule; where the library gives
+        none, as writable as the source."""
+        try:
+            info = abi.read_capsule(self.export(obj, max_version=ASK))
+        except Exception:
+            return not case.read_only
+        return not info.read_only if info.versioned else not case.read_only
 
     def to_numpy(self, obj: Any) -> np.ndarray:
         """The adapter's numpy view or copy of ``obj``."""
@@ -161,9 +197,25 @@ def describe(e: BaseException) -> str:
 CheckFn = Callable[[Context], None]
 
 
-def run_checks(adapter: Any, checks: list[tuple[str, CheckFn]], progress=None) -> Report:
+@dataclass
+class Outcome:
+    """How one check ended: ``skip`` (the reason) or ``failures`` (none: passed), its notes,
+    and the cases found not expressible so far (a child process hands these back)."""
+
+    check: str
+    skip: str | None = None
+    failures: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    not_expressible: dict[str, str] = field(default_factory=dict)
+
+
+def run_checks(
+    adapter: Any, checks: list[tuple[str, CheckFn]], progress=None, isolated: bool = True
+) -> Report:
     """Run ``checks`` against ``adapter``; every exception a check raises becomes a failure of
-    that check, so a peer's defect never escapes."""
+    that check, so a peer's defect never escapes. ``isolated`` runs the checks in a child process
+    (where the platform can fork): a crash fails the check it happened in, and the checks after
+    it run in a new child. (One child per check group costs four times as much.)"""
     name = str(getattr(adapter, "name", type(adapter).__name__))
     report = Report(library=name)
     load = getattr(adapter, "load", None)
@@ -183,11 +235,18 @@ def run_checks(adapter: Any, checks: list[tuple[str, CheckFn]], progress=None) -
     ctx = Context(adapter, report)
     # The checks collect garbage often, to see when deleters run. Objects that were alive before
     # the checks (in a process that imported torch and jax, hundreds of thousands) are frozen out
-    # of those collections, which then cost microseconds instead of a tenth of a second each.
+    # of those collections, which then cost microseconds instead of a tenth of a second each
+    # (and their pages stay shared with forked children).
     gc.collect()
     gc.freeze()
     try:
-        _run_each(ctx, report, checks, progress)
+        if isolated and "fork" in multiprocessing.get_all_start_methods():
+            _run_forked(ctx, checks, progress)
+        else:
+            for check, fn in checks:
+                if progress is not None:
+                    progress(check)
+                _record(ctx, _run_one(ctx, check, fn))
     finally:
         gc.unfreeze()
     reasons: dict[str, list[str]] = {}
@@ -198,29 +257,96 @@ def run_checks(adapter: Any, checks: list[tuple[str, CheckFn]], progress=None) -
     return report
 
 
-def _run_each(ctx: Context, report: Report, checks: list[tuple[str, CheckFn]], progress) -> None:
-    """Runs the checks one by one, recording each as passed, failed or skipped."""
+def _run_one(ctx: Context, check: str, fn: CheckFn) -> Outcome:
+    """Runs one check; what it raises becomes its skip or a failure with a reproduction."""
+    ctx.check = check
+    ctx._failures, ctx._notes = [], []
+    ctx.last_call = ""
+    skip = None
+    try:
+        fn(ctx)
+    except Skip as e:
+        skip = str(e)
+    except Exception as e:
+        frame = traceback.extract_tb(e.__traceback__)[-1]
+        after = f", after {ctx.last_call}" if ctx.last_call else ""
+        ctx.fail(f"the check stopped on {describe(e)} (at {frame.name}:{frame.lineno}){after}")
+    finally:
+        gc.collect()
+    failures = [] if skip is not None else ctx._failures
+    return Outcome(check, skip, failures, ctx._notes, dict(ctx._not_expressible))
+
+
+def _record(ctx: Context, outcome: Outcome) -> None:
+    """Adds ``outcome`` to the report: passed, skipped or its failures (merged, capped)."""
+    report, check = ctx.report, outcome.check
+    ctx._not_expressible.update(outcome.not_expressible)
+    report.notes.extend(Finding(check, d) for d in merge_cases(outcome.notes))
+    if outcome.skip is not None:
+        report.skipped.append(check)
+        report.skip_reasons[check] = outcome.skip
+    elif outcome.failures:
+        kept = merge_cases(outcome.failures)
+        if len(kept) > MAX_DETAILS:
+            kept = kept[:MAX_DETAILS] + [f"... and {len(kept) - MAX_DETAILS} more"]
+        report.failures.extend(Finding(check, d) for d in kept)
+    else:
+        report.passed.append(check)
+
+
+def _child(ctx: Context, checks: list[tuple[str, CheckFn]], conn: Any) -> None:
+    """A child process's work: each check's name as it starts, then its ``Outcome``."""
     for check, fn in checks:
-        if progress is not None:
-            progress(check)
-        ctx.check = check
-        ctx._failures, ctx._notes = [], []
-        try:
-            fn(ctx)
-        except Skip as e:
-            report.skipped.append(check)
-            report.skip_reasons[check] = str(e)
-            continue
-        except Exception as e:
-            frame = traceback.extract_tb(e.__traceback__)[-1]
-            ctx.fail(f"the check stopped on {describe(e)} (at {frame.name}:{frame.lineno})")
-        finally:
-            gc.collect()
-            report.notes.extend(Finding(check, d) for d in merge_cases(ctx._notes))
-        if ctx._failures:
-            kept = merge_cases(ctx._failures)
-            if len(kept) > MAX_DETAILS:
-                kept = kept[:MAX_DETAILS] + [f"... and {len(kept) - MAX_DETAILS} more"]
-            report.failures.extend(Finding(check, d) for d in kept)
-        else:
-            report.passed.append(check)
+        conn.send(check)
+        conn.send(_run_one(ctx, check, fn))
+    conn.close()
+
+
+def _run_forked(ctx: Context, checks: list[tuple[str, CheckFn]], progress) -> None:
+    """Runs ``checks`` in a forked child; when it dies or hangs, the check it was in fails and
+    the checks after it run in a new child."""
+    fork = multiprocessing.get_context("fork")
+    pending = list(checks)
+    while pending:
+        receiver, sender = fork.Pipe(duplex=False)
+        child = fork.Process(target=_child, args=(ctx, pending, sender), daemon=True)
+        child.start()
+        sender.close()
+        running = pending[0][0]
+        while pending:
+            message = _receive(receiver)
+            if isinstance(message, str):
+                running = message
+                if progress is not None:
+                    progress(running)
+            elif isinstance(message, Outcome):
+                _record(ctx, message)
+                pending.pop(0)
+            else:
+                _record(ctx, Outcome(running, failures=[_death(child)]))
+                pending = pending[[c for c, _ in pending].index(running) + 1 :]
+                break
+        receiver.close()
+        child.join()
+
+
+def _receive(receiver: Any) -> Any:
+    """The child's next message; None when it died or ran past ``CHECK_TIMEOUT``."""
+    if not receiver.poll(CHECK_TIMEOUT):
+        return None
+    try:
+        return receiver.recv()
+    except EOFError:
+        return None
+
+
+def _death(child: Any) -> str:
+    """Why ``child`` stopped answering (killing it when it hangs), for a failure detail."""
+    child.join(1.0)
+    if child.exitcode is None:
+        child.kill()
+        child.join()
+        return f"the check ran past {CHECK_TIMEOUT:.0f} s, and its process was killed"
+    code = child.exitcode
+    how = f"on {signal.Signals(-code).name}" if code < 0 else f"with status {code}"
+    return f"the process died {how} during this check (the checks after it ran in a new one)"

@@ -1,20 +1,5 @@
-"""Built-in adapters, one per library, each importing its library only when first used.
-
-An adapter is any object with ``name``, ``from_numpy(a)`` and ``to_numpy(obj)``; optional parts
-(each missing one skips the checks that need it):
-
-- ``from_dlpack(x, **kwargs)``: the library's consumer;
-- ``export(obj, **kwargs)``: how the library hands out a capsule, where that is not
-  ``obj.__dlpack__(**kwargs)`` (``export_recipe`` spells it for reproductions);
-- ``is_writable(obj)``: whether the library lets ``obj`` be written (without it, ``obj`` is
-  taken to be as writable as the source array);
-- ``data_ptr(obj)``: the address of ``obj``'s element 0;
-- ``pending(a)``: an array of ``a``'s values whose last write is still queued (asynchronous
-  devices), with ``host_addressable`` true where the device memory can be read by the host;
-- ``recipe``, ``consumer_recipe``: how the library spells ``from_numpy``
-  (``"torch.from_numpy(a)"``) and ``from_dlpack`` (``"torch.from_dlpack({x})"``), for the
-  reproductions in findings;
-- ``load()``: imports the library (ImportError when it is not installed); ``version``.
+"""The built-in adapters (``Adapter``, see ``adapter_protocol``), one per library, each
+importing its library only when first used; ``adapters`` holds them by library name.
 """
 
 from __future__ import annotations
