@@ -17,4 +17,4 @@ venv=$(ensure_venv python-test "$REPO_ROOT/requirements/python-test.txt")
 "$REPO_ROOT/scripts/python-julia-install.sh" >/dev/null
 use_overlay
 log "Julia embedded in Python: bindings/julia/python/bench/bench_roundtrip.py"
-"$venv/bin/python" bindings/julia/python/bench/bench_roundtrip.py --write docs/benchmarks.md
+"$venv/bin/python" bindings/julia/python/bench/bench_roundtrip.py --write

@@ -3,7 +3,8 @@
 Usage: bench_report.py core|shm
 
 Each section of docs/benchmarks.md lives between `<!-- begin NAME -->` and `<!-- end NAME -->`
-markers, so every benchmark script rewrites only its own.
+markers, so every benchmark script rewrites only its own; the other benchmark scripts import
+`replace_section` from here.
 """
 
 import json
@@ -13,11 +14,7 @@ import re
 import sys
 import timeit
 
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
+import numpy as np
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 CRITERION = ROOT / "target" / "criterion"
@@ -28,6 +25,17 @@ def estimate_ns(group: str, name: str) -> float:
     """Median time of one criterion benchmark, in nanoseconds."""
     path = CRITERION / group / name / "new" / "estimates.json"
     return json.loads(path.read_text())["median"]["point_estimate"]
+
+
+def pyplot():
+    """matplotlib's pyplot, drawing to files (imported on first use: the section writer is shared
+    by benchmarks whose environments have no matplotlib)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
 
 
 def replace_section(name: str, body: str) -> None:
@@ -99,7 +107,7 @@ def core() -> None:
 
     img = ROOT / "docs" / "img"
     img.mkdir(parents=True, exist_ok=True)
-    fig, ax = plt.subplots(figsize=(7, 3.2))
+    fig, ax = pyplot().subplots(figsize=(7, 3.2))
     names = ["memcpy"] + [n for n, _ in rows]
     ratios = [1.0] + [ns / memcpy for _, ns in rows]
     ax.barh(names[::-1], ratios[::-1], color=["#4c72b0"] * len(rows) + ["#888888"])

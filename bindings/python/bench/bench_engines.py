@@ -21,7 +21,7 @@ import dlbridge
 
 ROOT = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(ROOT / "scripts"))
-from bench_report import plt, replace_section  # noqa: E402
+from bench_report import pyplot, replace_section  # noqa: E402
 
 SIZE = 32 << 20
 GOAL = 0.9
@@ -78,7 +78,7 @@ def section(times, rounds):
 
 
 def plot(times, path):
-    fig, ax = plt.subplots(figsize=(7, 3))
+    fig, ax = pyplot().subplots(figsize=(7, 3))
     for name, t in times.items():
         ax.plot(range(1, len(t) + 1), t, marker="o", markersize=3, label=name)
     ax.set_xlabel("round")

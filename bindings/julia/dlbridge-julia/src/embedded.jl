@@ -82,6 +82,8 @@ getglobal_or_throw(m::Module, s::Symbol) =
 # (its producer's deleter has run when the call returns) unless the result or Julia's state
 # keeps it; the GC, not a guess, decides what is still held. A young collection costs about
 # 0.3 ms, small against lending 4 MiB, and large against a call on a small array (a few µs).
+# Memory lent again while an earlier argument over it is still alive lends nothing new (see
+# `LIVE_ARGUMENTS`): calls on the same arrays never collect.
 const LENT = Ref(0)
 const LENT_LIMIT = 4 * 2^20
 
@@ -91,6 +93,52 @@ function collect_lent()
     LENT[] >= LENT_LIMIT || return nothing
     LENT[] = 0
     GC.gc(false)
+    # The collection ran the finalizers of what it found unreachable: what is left is alive.
+    now = gc_pauses()
+    filter!(LIVE_ARGUMENTS) do (_, entry)
+        alive = !entry.finalized && entry.array.value !== nothing
+        alive && (entry.collections = now)
+        alive
+    end
+    return nothing
+end
+
+# Collections so far (Julia's own included).
+gc_pauses() = Base.gc_num().pause
+
+# A plain array given to an earlier call, held weakly. It may be lent again while it is known to
+# be alive: no collection has happened since it was seen alive (a collection may have queued it
+# for finalization, and a weak reference still returns such an array), and its finalizer has not
+# run.
+mutable struct LiveArgument
+    array::WeakRef
+    collections::Int
+    finalized::Bool
+end
+
+# Plain arrays given to earlier calls, by the memory they view: a later argument over the same
+# memory, with the same shape, strides, element type and flags, is the same array while it is
+# alive. That array's own reference keeps the memory alive (so the new tensor's reference is
+# dropped at once), and reusing it adds no foreign memory for the GC to find: O(1) calls on the
+# same large array. An array whose memory moved is never reused.
+const LIVE_ARGUMENTS = Dict{Tuple{Ptr{Cvoid},Tuple,Tuple,DLBridge.CDtype,UInt64},LiveArgument}()
+
+argument_key(t::DLBridge.Tensor) = (t.desc.data, size(t), strides(t), t.desc.dtype, t.desc.flags)
+
+function live_argument(key)
+    entry = get(LIVE_ARGUMENTS, key, nothing)
+    entry === nothing && return nothing
+    (entry.finalized || entry.collections != gc_pauses()) && return nothing
+    x = entry.array.value
+    x isa Array && pointer(x) == key[1] && size(x) == reverse(key[2]) && return x
+    return nothing
+end
+
+# Remembers `x`, a plain argument over the memory `key` describes, until its finalizer runs.
+function remember_argument!(key, x::Array)
+    entry = LiveArgument(WeakRef(x), gc_pauses(), false)
+    finalizer(_ -> (entry.finalized = true; nothing), x)
+    LIVE_ARGUMENTS[key] = entry
     return nothing
 end
 
@@ -118,10 +166,17 @@ drop_reference(t::DLBridge.Tensor) = DLBridge.release_handle!(t)
 # `StridedView` for other strides. `permuted` arguments have the tensor's own order.
 function argument(t::DLBridge.Tensor, permuted::Bool)
     permuted && return lend!(DLBridge.wrap(t; order = :permuted))
+    plain = t.layout isa DLBridge.RowMajor
+    key = plain ? argument_key(t) : nothing
+    if plain
+        x = live_argument(key)
+        x === nothing || return x
+    end
     x = DLBridge.wrap(t)
     if t.layout isa DLBridge.ColumnMajor && ndims(x) > 1
         x = PermutedDimsArray(x, ntuple(i -> ndims(x) + 1 - i, ndims(x)))
     end
+    plain && x isa Array && remember_argument!(key, x)
     return lend!(x)
 end
 

@@ -154,6 +154,46 @@ def test_a_large_argument_nothing_in_julia_holds_is_released_before_the_call_ret
     assert testing.deleter_calls() - start == 4
 
 
+def test_the_same_memory_lent_again_is_the_same_live_argument():
+    a = np.arange(1 << 20, dtype=np.float32)  # 4 MiB
+    jl.eval("seen = Any[]; nothing")
+    keep = "x -> (push!(seen, x); length(x))"
+    assert jl.call(keep, a) == jl.call(keep, a) == 1 << 20
+    assert jl.eval("seen[1] === seen[2] && UInt(pointer(seen[1]))") == a.ctypes.data
+    other = a.reshape(1024, 1024)  # the same memory, another shape: another argument
+    jl.call(keep, other)
+    assert jl.eval("seen[3] !== seen[1] && size(seen[3])") == (1024, 1024)
+    jl.eval("empty!(seen); nothing")
+    collect_garbage()
+    assert dlbridge.diagnostics()["exports"] == 0
+
+
+def test_an_argument_the_callee_resized_is_not_lent_again():
+    a = np.arange(4.0)
+    jl.eval("grown = Any[]; nothing")
+    jl.call("x -> (push!(grown, x); nothing)", a)
+    # The callee cannot resize memory it does not own; the argument stays a view of `a`.
+    with pytest.raises(jl.JuliaError):
+        jl.call("x -> push!(x, 1.0)", a)
+    assert jl.call("x -> (x[1] = 7.0; pointer(x) == pointer(grown[1]))", a) is True
+    assert a[0] == 7.0
+    jl.eval("empty!(grown); nothing")
+
+
+def test_fresh_large_arguments_are_released_and_rss_stays_bounded():
+    def rss():
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+    jl.call("sum", testing.counting_capsule([1 << 24], dtype="float32"))  # compiles
+    collect_garbage()
+    start, before = testing.deleter_calls(), rss()
+    for _ in range(40):  # 2.5 GiB of fresh, touched 64 MiB arrays
+        jl.call("sum", testing.counting_capsule([1 << 24], dtype="float32"))
+    assert testing.deleter_calls() - start == 40, "every argument was released within its call"
+    assert rss() - before < 512 << 20
+
+
 def test_julia_array_lives_while_python_holds_it():
     collect_garbage()
     freed = jl.eval("FREED[]")
