@@ -14,7 +14,7 @@ python_venv=$(ensure_venv python-test "$REPO_ROOT/requirements/python-test.txt")
 "$REPO_ROOT/scripts/python-overlay.sh" >/dev/null
 use_overlay
 log "Python: bindings/python/bench/bench_dlpack.py"
-"$python_venv/bin/python" bindings/python/bench/bench_dlpack.py --write docs/benchmarks.md
+"$python_venv/bin/python" bindings/python/bench/bench_dlpack.py --write
 
 engines_venv=$(ensure_venv engines "$REPO_ROOT/requirements/engines.txt")
 log "Python: bindings/python/bench/bench_engines.py (Ray)"

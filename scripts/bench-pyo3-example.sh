@@ -10,4 +10,4 @@ venv=$(ensure_venv python-test "$REPO_ROOT/requirements/python-test.txt")
 "$REPO_ROOT/scripts/pyo3-example-install.sh" >/dev/null
 use_overlay
 log "pyo3: examples/pyo3-extension/bench/bench_arguments.py"
-"$venv/bin/python" examples/pyo3-extension/bench/bench_arguments.py --write docs/benchmarks.md
+"$venv/bin/python" examples/pyo3-extension/bench/bench_arguments.py --write

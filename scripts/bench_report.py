@@ -38,6 +38,52 @@ def pyplot():
     return plt
 
 
+REGRESSION = 0.15
+"""A ratio more than this fraction above the committed one is reported as a regression."""
+
+
+def committed_ratios(name: str) -> dict[str, float]:
+    """The last column of every table row of section `name` as docs/benchmarks.md has it now
+    (before a run rewrites it: in a clean checkout, the committed numbers), by the row's first
+    cell; cells that are not numbers (with an optional `x`) are left out."""
+    begin, end = f"<!-- begin {name} -->", f"<!-- end {name} -->"
+    text = DOC.read_text() if DOC.exists() else ""
+    found = re.search(re.escape(begin) + "(.*?)" + re.escape(end), text, re.S)
+    ratios = {}
+    for line in (found.group(1) if found else "").splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) < 2:
+            continue
+        try:
+            ratios[cells[0]] = float(cells[-1].rstrip("x"))
+        except ValueError:
+            continue
+    return ratios
+
+
+def compare_with_committed(name: str, ratios: dict[str, float]) -> list[str]:
+    """One line per ratio of this run beside the committed one (section `name`, same row label),
+    marking those that grew by more than `REGRESSION` (every ratio here is a cost: lower is
+    better), and a verdict line naming the regressions."""
+    before = committed_ratios(name)
+    lines, regressed = [], []
+    for label, now in ratios.items():
+        was = before.get(label)
+        if was is None:
+            lines.append(f"{label}: {now:.2f} (new row)")
+            continue
+        change = now / was - 1 if was else 0.0
+        mark = ""
+        if change > REGRESSION:
+            regressed.append(label)
+            mark = f"  REGRESSED by {change:.0%}"
+        lines.append(f"{label}: {now:.2f} (committed {was:.2f}, {change:+.0%}){mark}")
+    lines.append(
+        f"regressions over {REGRESSION:.0%}: " + (", ".join(regressed) if regressed else "none")
+    )
+    return lines
+
+
 def replace_section(name: str, body: str) -> None:
     """Replaces (or appends) the marked section `name` of docs/benchmarks.md."""
     begin, end = f"<!-- begin {name} -->", f"<!-- end {name} -->"

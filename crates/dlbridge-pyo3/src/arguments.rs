@@ -20,7 +20,7 @@ use crate::argument_errors::argument_error;
 use crate::autograd;
 use crate::buffer_import::LentBuffer;
 use crate::errors::to_py_err;
-use crate::import::{import, Source};
+use crate::import::{import, Access, Source};
 
 pub use dlbridge::argument_spec::ANY_NDIM;
 
@@ -43,8 +43,12 @@ pub struct PyTensor<'py> {
 impl<'py> PyTensor<'py> {
     /// Imports `obj` (see [`from_dlpack`](crate::from_dlpack)).
     pub fn new(obj: &Bound<'py, PyAny>) -> PyResult<Self> {
+        Self::import(obj, Access::AsProduced)
+    }
+
+    fn import(obj: &Bound<'py, PyAny>, access: Access) -> PyResult<Self> {
         Ok(PyTensor {
-            source: import(obj)?,
+            source: import(obj, access)?,
             _gil: PhantomData,
         })
     }
@@ -217,7 +221,12 @@ impl<'py> Typed<'py> {
         c_contiguous: bool,
         writable: bool,
     ) -> PyResult<Self> {
-        let tensor = PyTensor::new(obj)?;
+        let access = if writable {
+            Access::AsProduced
+        } else {
+            Access::ReadOnly
+        };
+        let mut tensor = PyTensor::import(obj, access)?;
         let view = tensor.view();
         let spec = ArgumentSpec {
             ndim,
@@ -252,6 +261,9 @@ impl<'py> Typed<'py> {
                 })
             })
             .transpose()?;
+        if access == Access::ReadOnly {
+            tensor.source.mark_read_only();
+        }
         Ok(Typed {
             tensor,
             _borrow: borrow,
@@ -303,6 +315,9 @@ fn element_offset(view: &TensorView<'_>, index: &[usize]) -> PyResult<isize> {
 /// `C_CONTIGUOUS` (else `ValueError`). Error messages name what the argument actually is and,
 /// for an argument of a `#[pyfunction]`, the parameter: "argument 'x': expected a 2-d float64
 /// CPU tensor, got …" (every class: see the crate docs).
+///
+/// Its view is read-only (`is_read_only()` is true) whatever the producer says: the argument
+/// only reads, so a torch tensor is not asked whether it requires grad.
 ///
 /// ```no_run
 /// use dlbridge_pyo3::PyTensorRef;

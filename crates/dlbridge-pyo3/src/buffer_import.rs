@@ -101,6 +101,12 @@ impl LentBuffer {
         }
     }
 
+    /// Describes the buffer as read-only (for an argument that only reads it).
+    pub(crate) fn mark_read_only(&mut self) {
+        // SAFETY: the block is ours (made in `get`), initialised, and not shared: `&mut self`.
+        unsafe { (*self.0.as_ptr()).flags |= Flags::READ_ONLY };
+    }
+
     /// The bytes the elements touch, relative to element 0 (computed once, at `get`).
     pub(crate) fn byte_span(&self) -> ByteSpan {
         self.held().span

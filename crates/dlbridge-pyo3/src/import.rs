@@ -30,11 +30,32 @@ pub(crate) enum Source {
     Buffer(LentBuffer),
 }
 
+/// How an imported tensor will be used.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Access {
+    /// Any way its producer allows: a tensor that requires grad is marked read-only.
+    AsProduced,
+    /// Read only: the caller marks the tensor read-only itself (see
+    /// [`Source::mark_read_only`]), so whether it requires grad need not be asked (a call into
+    /// torch per import).
+    ReadOnly,
+}
+
+impl Source {
+    /// Describes the tensor as read-only, whatever its producer said.
+    pub(crate) fn mark_read_only(&mut self) {
+        match self {
+            Source::Managed(managed) => managed.mark_read_only(),
+            Source::Buffer(buffer) => buffer.mark_read_only(),
+        }
+    }
+}
+
 /// Imports `obj` for a call: the exchange API for types publishing it; the buffer protocol for
 /// types whose buffers were seen to describe exactly what their `__dlpack__` gives (numpy, jax,
 /// mlx: the same memory and read-only answer, without a capsule, a managed tensor or a
 /// `__dlpack__` call); else as [`from_dlpack`] does.
-pub(crate) fn import(obj: &Bound<'_, PyAny>) -> PyResult<Source> {
+pub(crate) fn import(obj: &Bound<'_, PyAny>, access: Access) -> PyResult<Source> {
     if is_capsule(obj) {
         return Ok(Source::Managed(PyBox::new(
             obj.py(),
@@ -45,8 +66,11 @@ pub(crate) fn import(obj: &Bound<'_, PyAny>) -> PyResult<Source> {
     if let Some(buffer) = info.lend(obj) {
         return Ok(Source::Buffer(buffer));
     }
-    let managed = import_dlpack(obj, &info)?;
+    let mut managed = import_unguarded(obj, &info)?;
     info.verify(obj, &managed);
+    if access == Access::AsProduced && info.requires_grad(obj) {
+        managed.mark_read_only();
+    }
     Ok(Source::Managed(PyBox::new(obj.py(), managed)?))
 }
 

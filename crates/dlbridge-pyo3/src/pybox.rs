@@ -59,6 +59,14 @@ impl<T> std::ops::Deref for PyBox<T> {
     }
 }
 
+impl<T> std::ops::DerefMut for PyBox<T> {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut T {
+        // SAFETY: as in `deref`; `&mut self` makes the access exclusive.
+        unsafe { self.value.as_mut() }
+    }
+}
+
 impl<T> Drop for PyBox<T> {
     fn drop(&mut self) {
         // SAFETY: dropped once, then its block is freed, with the GIL held (type contract).

@@ -22,7 +22,7 @@ import dlbridge
 from dlbridge import julia as jl
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[4] / "scripts"))
-from bench_report import replace_section  # noqa: E402
+from bench_report import compare_with_committed, replace_section  # noqa: E402
 
 BATCHES, CALLS = 15, 2000
 FRESH_CALLS, FRESH_BYTES = 1000, 64 << 20
@@ -96,9 +96,12 @@ def main() -> None:
             "reproduce with `bindings/julia/python/bench/bench_roundtrip.py` "
             "(`scripts/bench-julia-embedded.sh`).",
             "",
-            "| tensor | `jl.call` round trip (µs) | numpy → dlbridge → numpy (µs) |",
-            "|---|---:|---:|",
-            *[f"| {label} | {julia:.2f} | {python:.2f} |" for label, julia, python in rows],
+            "| tensor | `jl.call` round trip (µs) | numpy → dlbridge → numpy (µs) | ratio |",
+            "|---|---:|---:|---:|",
+            *[
+                f"| {label} | {julia:.2f} | {python:.2f} | {julia / python:.2f} |"
+                for label, julia, python in rows
+            ],
             "",
             "| target | measured | goal | met |",
             "|---|---:|---:|---|",
@@ -116,6 +119,8 @@ def main() -> None:
         ]
     )
     print(body)
+    ratios = {label: julia / python for label, julia, python in rows}
+    print("\n".join(compare_with_committed("julia-embedded", ratios)))
     if args.write:
         replace_section("julia-embedded", body)
 
