@@ -93,26 +93,25 @@ function collect_lent()
     LENT[] >= LENT_LIMIT || return nothing
     LENT[] = 0
     GC.gc(false)
-    # The collection ran the finalizers of what it found unreachable: what is left is alive.
-    now = gc_pauses()
-    filter!(LIVE_ARGUMENTS) do (_, entry)
-        alive = !entry.finalized && entry.array.value !== nothing
-        alive && (entry.collections = now)
-        alive
-    end
+    filter!(entry -> !entry.second.finalized && entry.second.array.value !== nothing,
+            LIVE_ARGUMENTS)
     return nothing
 end
 
-# Collections so far (Julia's own included).
-gc_pauses() = Base.gc_num().pause
+# Runs the finalizers that a collection queued but could not run yet (it ran while finalizers
+# were inhibited): afterwards, an object whose finalizer has not run was not found unreachable.
+function run_pending_finalizers()
+    ptls = Core.getptls()
+    ccall(:jl_gc_enable_finalizers, Cvoid, (Ptr{Cvoid}, Int32), ptls, 0)
+    ccall(:jl_gc_enable_finalizers, Cvoid, (Ptr{Cvoid}, Int32), ptls, 1)
+    return nothing
+end
 
-# A plain array given to an earlier call, held weakly. It may be lent again while it is known to
-# be alive: no collection has happened since it was seen alive (a collection may have queued it
-# for finalization, and a weak reference still returns such an array), and its finalizer has not
-# run.
+# A plain array given to an earlier call, held weakly, and whether its finalizer has run. A weak
+# reference still returns an array that a collection found unreachable and queued for
+# finalization; once pending finalizers have run, one whose finalizer has not is alive.
 mutable struct LiveArgument
     array::WeakRef
-    collections::Int
     finalized::Bool
 end
 
@@ -128,7 +127,8 @@ argument_key(t::DLBridge.Tensor) = (t.desc.data, size(t), strides(t), t.desc.dty
 function live_argument(key)
     entry = get(LIVE_ARGUMENTS, key, nothing)
     entry === nothing && return nothing
-    (entry.finalized || entry.collections != gc_pauses()) && return nothing
+    run_pending_finalizers()
+    entry.finalized && return nothing
     x = entry.array.value
     x isa Array && pointer(x) == key[1] && size(x) == reverse(key[2]) && return x
     return nothing
@@ -136,7 +136,7 @@ end
 
 # Remembers `x`, a plain argument over the memory `key` describes, until its finalizer runs.
 function remember_argument!(key, x::Array)
-    entry = LiveArgument(WeakRef(x), gc_pauses(), false)
+    entry = LiveArgument(WeakRef(x), false)
     finalizer(_ -> (entry.finalized = true; nothing), x)
     LIVE_ARGUMENTS[key] = entry
     return nothing
