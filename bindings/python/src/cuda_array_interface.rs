@@ -230,6 +230,14 @@ fn driver_error(what: String, err: DriverError) -> PyErr {
 /// Imports an object that has only `__cuda_array_interface__` (see the module docs).
 pub(crate) fn import(x: &Bound<'_, PyAny>) -> PyResult<TensorData> {
     let interface = read(x)?;
+    if let Some(strides) = interface.byte_strides.as_deref() {
+        if strides.len() != interface.shape.len() {
+            return Err(buffer_error(format!(
+                "{ATTRIBUTE} strides {strides:?} do not match shape {:?}",
+                interface.shape
+            )));
+        }
+    }
     let strides = interface
         .byte_strides
         .as_deref()

@@ -171,6 +171,9 @@ def test_with_the_driver_a_host_pointer_is_not_cuda_memory():
         ({"data": None}, BufferError, "field \"data\" is invalid"),
         ({"stream": 0}, BufferError, "stream 0 is not allowed"),
         ({"shape": (2, -1)}, BufferError, "negative"),
+        ({"strides": (4,)}, BufferError, r"strides \[4\] do not match shape \[2, 2\]"),
+        ({"shape": (1 << 62, 1 << 62)}, BufferError, "overflows"),
+        ({"data": (-1, False)}, BufferError, "field \"data\" is invalid"),
     ],
 )
 def test_malformed_interfaces_are_refused_naming_the_field(overrides, error, match):
