@@ -466,6 +466,7 @@ impl<'env> Typed<'env> {
 ///     Ok(x.as_array()?.sum())
 /// }
 /// ```
+#[repr(transparent)]
 pub struct JsTensorRef<
     'env,
     T: Element,
@@ -529,6 +530,7 @@ impl<'env, T: Element, const NDIM: usize, const C: bool> JsTensorRef<'env, T, ND
 ///     Ok(())
 /// }
 /// ```
+#[repr(transparent)]
 pub struct JsTensorMut<
     'env,
     T: Element,
@@ -553,11 +555,6 @@ impl<'env, T: Element, const NDIM: usize, const C: bool> JsTensorMut<'env, T, ND
         })
     }
 
-    /// The elements as a slice (C-contiguous tensors only, as [`JsTensorRef::as_slice`]).
-    pub fn as_slice(&self) -> napi::Result<&[T]> {
-        self.typed.as_slice()
-    }
-
     /// The elements as a mutable slice (C-contiguous tensors only).
     pub fn as_slice_mut(&mut self) -> napi::Result<&mut [T]> {
         let len = self.typed.as_slice::<T>()?.len();
@@ -569,15 +566,6 @@ impl<'env, T: Element, const NDIM: usize, const C: bool> JsTensorMut<'env, T, ND
         // extraction), writable (not read-only), borrowed exclusively: `&mut self` here, and no
         // other typed argument overlaps it (the borrow registry).
         Ok(unsafe { std::slice::from_raw_parts_mut(data, len) })
-    }
-
-    /// An ndarray view honouring the strides, of the argument's dimension type (as
-    /// [`JsTensorRef::as_array`]).
-    pub fn as_array(&self) -> napi::Result<ArrayView<'_, T, NdimDim<NDIM>>>
-    where
-        Ndim<NDIM>: NdimDimension,
-    {
-        self.typed.as_array()
     }
 
     /// A mutable ndarray view honouring the strides, of the argument's dimension type
@@ -600,11 +588,6 @@ impl<'env, T: Element, const NDIM: usize, const C: bool> JsTensorMut<'env, T, ND
         })
     }
 
-    /// The element at `index`; `RangeError` when out of bounds.
-    pub fn get(&self, index: &[usize]) -> napi::Result<T> {
-        self.typed.get(index)
-    }
-
     /// Writes the element at `index`; `RangeError` when out of bounds.
     pub fn set(&mut self, index: &[usize], value: T) -> napi::Result<()> {
         let offset = self.typed.offset(index)?;
@@ -618,19 +601,31 @@ impl<'env, T: Element, const NDIM: usize, const C: bool> JsTensorMut<'env, T, ND
     }
 }
 
-/// The napi-rs conversions of a typed argument type: `Deref` to [`JsTensor`], extraction through
-/// [`Typed::extract`] (`writable` for [`JsTensorMut`]), and the type name and validation napi-rs
-/// asks for.
+impl<'env, T: Element, const NDIM: usize, const C: bool> Deref for JsTensorRef<'env, T, NDIM, C> {
+    type Target = JsTensor<'env>;
+
+    fn deref(&self) -> &JsTensor<'env> {
+        &self.typed.tensor
+    }
+}
+
+/// A writable argument reads as a read-only one: `as_slice`, `as_array` and `get` are
+/// [`JsTensorRef`]'s, and [`JsTensor`]'s methods follow through it.
+impl<'env, T: Element, const NDIM: usize, const C: bool> Deref for JsTensorMut<'env, T, NDIM, C> {
+    type Target = JsTensorRef<'env, T, NDIM, C>;
+
+    fn deref(&self) -> &JsTensorRef<'env, T, NDIM, C> {
+        // SAFETY: both types are `repr(transparent)` over the same `Typed` (their other field is
+        // a zero-sized marker of the same `T`), so the layouts are identical; the reference
+        // keeps `self`'s lifetime, and a `JsTensorRef` only reads.
+        unsafe { &*(self as *const Self).cast::<JsTensorRef<'env, T, NDIM, C>>() }
+    }
+}
+
+/// The napi-rs conversions of a typed argument type: extraction through [`Typed::extract`]
+/// (`writable` for [`JsTensorMut`]), and the type name and validation napi-rs asks for.
 macro_rules! typed_argument_conversions {
     ($name:ident, writable = $writable:literal) => {
-        impl<'env, T: Element, const NDIM: usize, const C: bool> Deref for $name<'env, T, NDIM, C> {
-            type Target = JsTensor<'env>;
-
-            fn deref(&self) -> &JsTensor<'env> {
-                &self.typed.tensor
-            }
-        }
-
         impl<T: Element, const NDIM: usize, const C: bool> FromNapiValue for $name<'_, T, NDIM, C> {
             unsafe fn from_napi_value(
                 env: sys::napi_env,

@@ -316,8 +316,9 @@ fn element_offset(view: &TensorView<'_>, index: &[usize]) -> PyResult<isize> {
 /// for an argument of a `#[pyfunction]`, the parameter: "argument 'x': expected a 2-d float64
 /// CPU tensor, got …" (every class: see the crate docs).
 ///
-/// Its view is read-only (`is_read_only()` is true) whatever the producer says: the argument
-/// only reads, so a torch tensor is not asked whether it requires grad.
+/// Extracted from Python, its view is read-only (`is_read_only()` is true) whatever the producer
+/// says: the argument only reads, so a torch tensor is not asked whether it requires grad. (A
+/// [`PyTensorMut`] seen through `Deref` keeps its writable view.)
 ///
 /// ```no_run
 /// use dlbridge_pyo3::PyTensorRef;
@@ -329,6 +330,7 @@ fn element_offset(view: &TensorView<'_>, index: &[usize]) -> PyResult<isize> {
 ///     Ok(x.as_array()?.sum())
 /// }
 /// ```
+#[repr(transparent)]
 pub struct PyTensorRef<
     'py,
     T: Element,
@@ -387,6 +389,7 @@ impl<'py, T: Element, const NDIM: usize, const C: bool> PyTensorRef<'py, T, NDIM
 ///     Ok(())
 /// }
 /// ```
+#[repr(transparent)]
 pub struct PyTensorMut<
     'py,
     T: Element,
@@ -406,11 +409,6 @@ impl<'py, T: Element, const NDIM: usize, const C: bool> PyTensorMut<'py, T, NDIM
         })
     }
 
-    /// The elements as a slice (C-contiguous tensors only, as [`PyTensorRef::as_slice`]).
-    pub fn as_slice(&self) -> PyResult<&[T]> {
-        self.typed.as_slice()
-    }
-
     /// The elements as a mutable slice (C-contiguous tensors only).
     pub fn as_slice_mut(&mut self) -> PyResult<&mut [T]> {
         let len = self.as_slice()?.len();
@@ -422,16 +420,6 @@ impl<'py, T: Element, const NDIM: usize, const C: bool> PyTensorMut<'py, T, NDIM
         // extraction), writable (not read-only), borrowed exclusively: `&mut self` here, and no
         // other typed argument overlaps it (the borrow registry).
         Ok(unsafe { std::slice::from_raw_parts_mut(data, len) })
-    }
-
-    /// An ndarray view honouring the strides, of the argument's dimension type (as
-    /// [`PyTensorRef::as_array`]).
-    #[cfg(feature = "ndarray")]
-    pub fn as_array(&self) -> PyResult<ArrayView<'_, T, NdimDim<NDIM>>>
-    where
-        Ndim<NDIM>: NdimDimension,
-    {
-        self.typed.as_array()
     }
 
     /// A mutable ndarray view honouring the strides, of the argument's dimension type
@@ -451,11 +439,6 @@ impl<'py, T: Element, const NDIM: usize, const C: bool> PyTensorMut<'py, T, NDIM
         })
     }
 
-    /// The element at `index`; IndexError when out of bounds.
-    pub fn get(&self, index: &[usize]) -> PyResult<T> {
-        self.typed.get(index)
-    }
-
     /// Writes the element at `index`; IndexError when out of bounds.
     pub fn set(&mut self, index: &[usize], value: T) -> PyResult<()> {
         let view = self.typed.tensor.view();
@@ -470,19 +453,33 @@ impl<'py, T: Element, const NDIM: usize, const C: bool> PyTensorMut<'py, T, NDIM
     }
 }
 
-/// The pyo3 conversions of a typed argument type: `Deref` to [`PyTensor`] and extraction
-/// through its `new`.
+impl<'py, T: Element, const NDIM: usize, const C: bool> Deref for PyTensorRef<'py, T, NDIM, C> {
+    type Target = PyTensor<'py>;
+
+    #[inline]
+    fn deref(&self) -> &PyTensor<'py> {
+        &self.typed.tensor
+    }
+}
+
+/// A writable argument reads as a read-only one: `as_slice`, `as_array` and `get` are
+/// [`PyTensorRef`]'s (as rust-numpy's `PyReadwriteArray` derefs to `PyReadonlyArray`), and
+/// [`PyTensor`]'s methods follow through it.
+impl<'py, T: Element, const NDIM: usize, const C: bool> Deref for PyTensorMut<'py, T, NDIM, C> {
+    type Target = PyTensorRef<'py, T, NDIM, C>;
+
+    #[inline]
+    fn deref(&self) -> &PyTensorRef<'py, T, NDIM, C> {
+        // SAFETY: both types are `repr(transparent)` over the same `Typed` (their other field is
+        // a zero-sized marker of the same `T`), so the layouts are identical; the reference
+        // keeps `self`'s lifetime, and a `PyTensorRef` only reads.
+        unsafe { &*(self as *const Self).cast::<PyTensorRef<'py, T, NDIM, C>>() }
+    }
+}
+
+/// The pyo3 extraction of a typed argument type, through its `new`.
 macro_rules! typed_argument_conversions {
     ($name:ident) => {
-        impl<'py, T: Element, const NDIM: usize, const C: bool> Deref for $name<'py, T, NDIM, C> {
-            type Target = PyTensor<'py>;
-
-            #[inline]
-            fn deref(&self) -> &PyTensor<'py> {
-                &self.typed.tensor
-            }
-        }
-
         impl<'a, 'py, T: Element, const NDIM: usize, const C: bool> FromPyObject<'a, 'py>
             for $name<'py, T, NDIM, C>
         {
