@@ -37,6 +37,7 @@ use crate::c_entry::object_entry;
 use crate::c_methods::{Arguments, KeywordCache, MethodDef};
 use crate::cuda_array_interface;
 use crate::errors::{buffer_error, to_py_err, type_error, value_error};
+use crate::stream_order;
 use crate::tensor::{new_tensor, new_tensor_from, TensorData};
 use crate::tensor_api::device_pair;
 
@@ -244,7 +245,11 @@ fn finish<'py>(
         drop(data);
         return new_tensor(py, TensorData::Owned(Box::new(copy)));
     }
-    new_tensor_from(py, data, producer)
+    new_tensor_from(
+        py,
+        data,
+        producer.filter(|_| stream_order::orders_work(device)),
+    )
 }
 
 /// Calls `x.__dlpack__(max_version=(1, 3), ...)` with the request's `dl_device` and `copy`

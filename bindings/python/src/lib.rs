@@ -45,6 +45,7 @@ mod shared;
 mod stream_order;
 mod tensor;
 mod tensor_api;
+mod tensor_type;
 #[cfg(feature = "testing")]
 mod testing;
 
@@ -52,7 +53,7 @@ mod testing;
 #[pymodule]
 fn _dlbridge(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
-    let ty = tensor::create_type(py)?;
+    let ty = tensor_type::create_type(py)?;
     exchange_api_export::install(&ty)?;
     // Immutable once its class attributes are set: no `__new__` or other slot can be replaced.
     dlbridge_pyo3::make_immutable(&ty)?;

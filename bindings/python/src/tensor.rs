@@ -3,10 +3,10 @@
 //! Importing a tensor creates one object, so its life cycle is on the hot path: a plain,
 //! non-GC object (it holds no Python references a collector could follow) costs one
 //! `PyObject_Malloc` and one `PyObject_Free`, where pyo3's class machinery costs about as much as
-//! the rest of an import. The type spec declares the buffer slots (`Py_buffer` and the
-//! `Py_bf_*` slots come from `pyo3::ffi`). Its attributes live in [`crate::tensor_api`].
+//! the rest of an import. This module is the instance: its layout, creation and release; the
+//! type (its slot table) is [`crate::tensor_type`], above the slots, and its attributes live in
+//! [`crate::tensor_api`].
 
-use std::ffi::{c_int, c_void};
 use std::mem::MaybeUninit;
 use std::ptr;
 use std::sync::atomic::{AtomicPtr, Ordering};
@@ -16,12 +16,9 @@ use dlbridge_pyo3::consumer::LentBuffer;
 use dlbridge_pyo3::producer::preserving_exception;
 use pyo3::ffi;
 use pyo3::prelude::*;
-use pyo3::types::PyType;
 
-use crate::buffer_export;
 use crate::diagnostics::Live;
 use crate::errors::type_error;
-use crate::tensor_api;
 
 /// The tensor behind a `dlbridge.Tensor`: memory Rust owns, a producer's tensor whose deleter
 /// runs when the Python object dies, or a producer's buffer released then (in `tp_dealloc`, so
@@ -75,81 +72,29 @@ struct TensorObject {
     data: MaybeUninit<TensorData>,
 }
 
-/// The type object, created once by [`create_type`] and kept alive for the process.
-static TENSOR_TYPE: AtomicPtr<ffi::PyTypeObject> = AtomicPtr::new(ptr::null_mut());
+/// The type object, created once by [`crate::tensor_type::create_type`] and kept alive for the
+/// process.
+pub(crate) static TENSOR_TYPE: AtomicPtr<ffi::PyTypeObject> = AtomicPtr::new(ptr::null_mut());
 
-/// Creates the `dlbridge.Tensor` type (once per process).
-pub(crate) fn create_type(py: Python<'_>) -> PyResult<Bound<'_, PyType>> {
-    let existing = TENSOR_TYPE.load(Ordering::Acquire);
-    if !existing.is_null() {
-        // SAFETY: the type created earlier, kept alive by the reference we never release.
-        return Ok(unsafe { Bound::from_borrowed_ptr(py, existing.cast()) }.cast_into()?);
-    }
-    let mut members = [
-        ffi::PyMemberDef {
-            name: c"__weaklistoffset__".as_ptr(),
-            type_code: ffi::Py_T_PYSSIZET,
-            offset: std::mem::offset_of!(TensorObject, weaklist) as ffi::Py_ssize_t,
-            flags: ffi::Py_READONLY,
-            doc: ptr::null(),
-        },
-        ffi::PyMemberDef::default(),
-    ];
-    let slot = |slot: c_int, pfunc: *mut c_void| ffi::PyType_Slot { slot, pfunc };
-    let mut slots = [
-        slot(ffi::Py_tp_doc, tensor_api::DOC.as_ptr().cast_mut().cast()),
-        slot(ffi::Py_tp_new, tensor_api::tp_new as *mut c_void),
-        slot(ffi::Py_tp_dealloc, tp_dealloc as *mut c_void),
-        slot(ffi::Py_tp_repr, tensor_api::tp_repr as *mut c_void),
-        slot(ffi::Py_tp_methods, tensor_api::methods()),
-        slot(ffi::Py_tp_getset, tensor_api::getset()),
-        slot(ffi::Py_tp_members, members.as_mut_ptr().cast()),
-        slot(
-            ffi::Py_bf_getbuffer,
-            buffer_export::GET_BUFFER as *mut c_void,
-        ),
-        slot(
-            ffi::Py_bf_releasebuffer,
-            buffer_export::RELEASE_BUFFER as *mut c_void,
-        ),
-        ffi::PyType_Slot::default(),
-    ];
-    let mut spec = ffi::PyType_Spec {
-        // CPython keeps pointing at the name: it must be static.
-        name: c"dlbridge.Tensor".as_ptr(),
-        basicsize: std::mem::size_of::<TensorObject>() as c_int,
-        itemsize: 0,
-        // Final (no BASETYPE) and not GC-tracked; made immutable once its class attributes are
-        // set (see the module's init).
-        flags: ffi::Py_TPFLAGS_DEFAULT as std::ffi::c_uint,
-        slots: slots.as_mut_ptr(),
-    };
-    // SAFETY: a complete spec; the method and getset tables are statics (CPython keeps pointers
-    // to them), the member table and the slots are copied during the call; buffer slots in specs
-    // are honoured from CPython 3.9 (our floor is 3.11).
-    let ty = unsafe { Bound::from_owned_ptr_or_err(py, ffi::PyType_FromSpec(&mut spec))? };
-    let ty = ty.cast_into::<PyType>()?;
-    // Keep one reference forever: instances may outlive the module object.
-    TENSOR_TYPE.store(ty.clone().into_ptr().cast(), Ordering::Release);
-    Ok(ty)
-}
+/// The size of an instance (the type spec's `basicsize`).
+pub(crate) const INSTANCE_SIZE: usize = std::mem::size_of::<TensorObject>();
+
+/// Where an instance keeps its weak references (the type's `__weaklistoffset__`).
+pub(crate) const WEAKLIST_OFFSET: usize = std::mem::offset_of!(TensorObject, weaklist);
 
 /// Wraps tensor data in a new `dlbridge.Tensor`.
 pub(crate) fn new_tensor(py: Python<'_>, data: TensorData) -> PyResult<Bound<'_, PyAny>> {
     new_tensor_from(py, data, None)
 }
 
-/// Wraps tensor data imported from the Python object `producer` in a new `dlbridge.Tensor`,
-/// which keeps a reference to the producer when the data is on a device with streams or queues
-/// (see [`crate::stream_order`]); host tensors keep nothing.
+/// Wraps tensor data in a new `dlbridge.Tensor` that keeps a reference to `producer`, the
+/// object a device tensor was imported from (see [`crate::stream_order`]).
 pub(crate) fn new_tensor_from<'py>(
     py: Python<'py>,
     data: TensorData,
     producer: Option<&Bound<'py, PyAny>>,
 ) -> PyResult<Bound<'py, PyAny>> {
-    let producer = producer
-        .filter(|_| crate::stream_order::orders_work(data.view().device()))
-        .map_or(ptr::null_mut(), |p| p.clone().into_ptr());
+    let producer = producer.map_or(ptr::null_mut(), |p| p.clone().into_ptr());
     let ty = TENSOR_TYPE.load(Ordering::Acquire);
     assert!(
         !ty.is_null(),
@@ -174,7 +119,7 @@ pub(crate) fn new_tensor_from<'py>(
 
 /// `tp_dealloc`: releases the tensor (running the producer's deleter with the GIL held and any
 /// exception in flight set aside), then the object.
-unsafe extern "C" fn tp_dealloc(obj: *mut ffi::PyObject) {
+pub(crate) unsafe extern "C" fn tp_dealloc(obj: *mut ffi::PyObject) {
     // SAFETY: CPython calls tp_dealloc once, with the GIL held, on an instance of our type; its
     // data was initialised by `new_tensor` exactly when `ready` is set (the allocation is
     // zero-filled); the type reference is the one the allocation took.

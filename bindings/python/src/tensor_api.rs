@@ -14,8 +14,6 @@ use crate::c_entry::object_entry;
 use crate::c_methods::{Arguments, KeywordCache, MethodDef};
 use crate::elements;
 use crate::errors::{to_py_err, type_error};
-use crate::pickling;
-use crate::producer;
 use crate::tensor::{new_tensor, TensorData, TensorRef};
 
 /// The class docstring.
@@ -225,35 +223,27 @@ unsafe extern "C" fn copy(
     }
 }
 
-/// The method table (NULL-terminated).
-static METHODS: [MethodDef; 8] = [
-    producer::DLPACK_METHOD,
-    pickling::REDUCE_EX,
-    pickling::COPY,
-    pickling::DEEPCOPY,
-    MethodDef::noargs(
-        c"__dlpack_device__",
-        dlpack_device,
-        c"__dlpack_device__($self, /)\n--\n\n(device_type, device_id) of the memory, as the DLPack protocol asks.",
-    ),
-    MethodDef::noargs(
-        c"tolist",
-        tolist,
-        c"tolist($self, /)\n--\n\nThe elements as nested lists (a Python scalar for a 0-d tensor).",
-    ),
-    MethodDef::fastcall(
-        c"copy",
-        copy,
-        c"copy($self, /, order='C')\n--\n\nA compact copy in memory order 'C' (row-major) or 'F' \
-(column-major), owned by dlbridge and flagged as copied.",
-    ),
-    MethodDef::END,
-];
+/// `__dlpack_device__` (part of the Tensor type's method table).
+pub(crate) const DLPACK_DEVICE: MethodDef = MethodDef::noargs(
+    c"__dlpack_device__",
+    dlpack_device,
+    c"__dlpack_device__($self, /)\n--\n\n(device_type, device_id) of the memory, as the DLPack protocol asks.",
+);
 
-/// The method table, for `Py_tp_methods`.
-pub(crate) fn methods() -> *mut c_void {
-    METHODS.as_ptr().cast_mut().cast()
-}
+/// `tolist` (part of the Tensor type's method table).
+pub(crate) const TOLIST: MethodDef = MethodDef::noargs(
+    c"tolist",
+    tolist,
+    c"tolist($self, /)\n--\n\nThe elements as nested lists (a Python scalar for a 0-d tensor).",
+);
+
+/// `copy` (part of the Tensor type's method table).
+pub(crate) const COPY: MethodDef = MethodDef::fastcall(
+    c"copy",
+    copy,
+    c"copy($self, /, order='C')\n--\n\nA compact copy in memory order 'C' (row-major) or 'F' \
+(column-major), owned by dlbridge and flagged as copied.",
+);
 
 /// The property table, for `Py_tp_getset`.
 pub(crate) fn getset() -> *mut c_void {
