@@ -1,32 +1,13 @@
-//! Core errors as Python exceptions, following the array API standard as `dlbridge-pyo3` maps
-//! them (BufferError for data that cannot be exchanged, ValueError for bad values, TypeError for
-//! bad argument types, MemoryError for failed allocations), plus shared memory:
-//! FileNotFoundError for a segment that does not exist, OSError for failed system calls,
-//! ValueError for invalid segments.
+//! Core errors as Python exceptions: `dlbridge-pyo3`'s one mapping (the array API standard's
+//! choices, and shared memory's), the refinement for opening a segment, and shorthands for the
+//! exceptions this package raises itself.
 
 use dlbridge::Error;
-use pyo3::exceptions::{PyBufferError, PyFileNotFoundError, PyOSError, PyTypeError, PyValueError};
+use pyo3::exceptions::{PyBufferError, PyTypeError, PyValueError};
 use pyo3::PyErr;
 
-/// `errno` for "no such file or directory" (2 on every platform CPython supports).
-const ENOENT: i32 = 2;
-
-/// Converts a core error into the Python exception a DLPack user expects: the shared-memory
-/// errors here, every other one as `dlbridge_pyo3::to_py_err` maps it.
-pub(crate) fn to_py_err(err: Error) -> PyErr {
-    match err {
-        Error::ShmInvalid { .. } => PyValueError::new_err(err.to_string()),
-        // Shaped like Python's own `FileNotFoundError: [Errno 2] ...: 'name'`, with `filename`
-        // set to the handle.
-        Error::ShmNotFound(handle) => PyFileNotFoundError::new_err((
-            ENOENT,
-            "shared memory segment does not exist (released, its holding process exited, or never created)",
-            handle,
-        )),
-        Error::ShmIo { .. } => PyOSError::new_err(err.to_string()),
-        other => dlbridge_pyo3::to_py_err(other),
-    }
-}
+/// The one mapping of core errors (dlbridge-pyo3's, shared memory included).
+pub(crate) use dlbridge_pyo3::to_py_err;
 
 /// Converts an error of opening the shared-memory segment `handle`. A header field that fails
 /// the validation every foreign tensor goes through (dtype, shape, strides, ...) makes the whole
