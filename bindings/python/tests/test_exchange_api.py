@@ -13,22 +13,17 @@ import pytest
 import torch
 
 import dlbridge
-from dlbridge.conformance.abi import DLDataType, DLDevice, DLPackVersion, DLTensor
+from dlbridge.conformance.abi import (
+    DELETER,
+    DLDataType,
+    DLDevice,
+    DLManagedTensorVersioned,
+    DLPackExchangeAPI,
+    DLPackVersion,
+    DLTensor,
+)
 from helpers import np_ptr, testing
 
-
-class DLManagedTensorVersioned(ctypes.Structure):
-    pass
-
-
-DELETER = ctypes.CFUNCTYPE(None, ctypes.POINTER(DLManagedTensorVersioned))
-DLManagedTensorVersioned._fields_ = [
-    ("version", DLPackVersion),
-    ("manager_ctx", ctypes.c_void_p),
-    ("deleter", DELETER),
-    ("flags", ctypes.c_uint64),
-    ("dl_tensor", DLTensor),
-]
 MANAGED_P = ctypes.POINTER(DLManagedTensorVersioned)
 SET_ERROR = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_char_p, ctypes.c_char_p)
 
@@ -45,24 +40,19 @@ DLTENSOR_FROM_PY_OBJECT = ctypes.PYFUNCTYPE(
 CURRENT_WORK_STREAM = ctypes.CFUNCTYPE(
     ctypes.c_int, ctypes.c_int32, ctypes.c_int32, ctypes.POINTER(ctypes.c_void_p)
 )
+ENTRIES = [name for name, _ in DLPackExchangeAPI._fields_[2:]]
+"""The table's entry points (after its version and previous-table pointer)."""
 
 
-class ExchangeAPIHeader(ctypes.Structure):
-    _fields_ = [("version", DLPackVersion), ("prev_api", ctypes.c_void_p)]
+def entry(api, name, prototype):
+    """Entry point ``name`` of the table ``api``, callable as ``prototype``."""
+    return prototype(getattr(api, name))
 
 
-class ExchangeAPI(ctypes.Structure):
-    _fields_ = [
-        ("header", ExchangeAPIHeader),
-        ("managed_tensor_allocator", ctypes.c_void_p),
-        ("managed_tensor_from_py_object_no_sync", ctypes.c_void_p),
-        ("managed_tensor_to_py_object_no_sync", ctypes.c_void_p),
-        ("dltensor_from_py_object_no_sync", ctypes.c_void_p),
-        ("current_work_stream", ctypes.c_void_p),
-    ]
-
-    def fn(self, name, prototype):
-        return prototype(getattr(self, name))
+def delete(managed):
+    """Runs a managed tensor's deleter through a CFUNCTYPE call, which releases the GIL: the
+    deleter must take it back itself."""
+    DELETER(managed.contents.deleter)(ctypes.addressof(managed.contents))
 
 
 _get_pointer = ctypes.pythonapi.PyCapsule_GetPointer
@@ -74,7 +64,7 @@ def table(cls):
     capsule = cls.__dlpack_c_exchange_api__
     assert type(capsule).__name__ == "PyCapsule"
     assert 'capsule object "dlpack_exchange_api"' in repr(capsule)
-    return ExchangeAPI.from_address(_get_pointer(capsule, b"dlpack_exchange_api"))
+    return DLPackExchangeAPI.from_address(_get_pointer(capsule, b"dlpack_exchange_api"))
 
 
 OURS = table(dlbridge.Tensor)
@@ -84,7 +74,7 @@ TORCH = table(torch.Tensor)
 def export(api, obj):
     out = MANAGED_P()
     assert (
-        api.fn("managed_tensor_from_py_object_no_sync", FROM_PY_OBJECT)(obj, ctypes.byref(out)) == 0
+        entry(api, "managed_tensor_from_py_object_no_sync", FROM_PY_OBJECT)(obj, ctypes.byref(out)) == 0
     )
     return out
 
@@ -92,15 +82,15 @@ def export(api, obj):
 def wrap(api, managed):
     out = ctypes.py_object()
     assert (
-        api.fn("managed_tensor_to_py_object_no_sync", TO_PY_OBJECT)(managed, ctypes.byref(out)) == 0
+        entry(api, "managed_tensor_to_py_object_no_sync", TO_PY_OBJECT)(managed, ctypes.byref(out)) == 0
     )
     return out.value
 
 
 def test_our_table_structure_and_version():
-    assert (OURS.header.version.major, OURS.header.version.minor) == (1, 3)
-    assert not OURS.header.prev_api
-    for name, _ in ExchangeAPI._fields_[1:]:
+    assert (OURS.version.major, OURS.version.minor) == (1, 3)
+    assert not OURS.prev_api
+    for name in ENTRIES:
         assert getattr(OURS, name), f"{name} is NULL"
     # The older integer spelling points at the same table.
     assert dlbridge.Tensor.__c_dlpack_exchange_api__ == ctypes.addressof(OURS)
@@ -117,7 +107,7 @@ def test_our_managed_tensor_from_py_object():
     assert [c.dl_tensor.strides[i] for i in range(3)] == [12, 4, 1]
     assert (c.dl_tensor.dtype.code, c.dl_tensor.dtype.bits) == (2, 32)
     assert c.dl_tensor.data == t.data_ptr and c.flags == 0
-    c.deleter(m)  # a CFUNCTYPE call releases the GIL: the deleter must take it back itself
+    delete(m)
     assert sys.getrefcount(t) == start
 
 
@@ -127,11 +117,11 @@ def test_exports_deleted_without_the_gil_on_other_threads():
     exports = [export(OURS, t) for _ in range(32)]
     assert sys.getrefcount(t) == start + 32
 
-    def delete(part):
+    def delete_all(part):
         for m in part:
-            m.contents.deleter(m)
+            delete(m)
 
-    workers = [threading.Thread(target=delete, args=(exports[i::4],)) for i in range(4)]
+    workers = [threading.Thread(target=delete_all, args=(exports[i::4],)) for i in range(4)]
     for w in workers:
         w.start()
     for w in workers:
@@ -150,13 +140,13 @@ def test_our_allocator():
     shape = (ctypes.c_int64 * 3)(3, 4, 5)
     proto = DLTensor(None, DLDevice(1, 0), 3, DLDataType(2, 32, 1), shape, None, 0)
     out = MANAGED_P()
-    allocate = OURS.fn("managed_tensor_allocator", ALLOCATOR)
+    allocate = entry(OURS, "managed_tensor_allocator", ALLOCATOR)
     assert allocate(ctypes.byref(proto), ctypes.byref(out), None, SET_ERROR()) == 0
     d = out.contents.dl_tensor
     assert d.ndim == 3 and [d.shape[i] for i in range(3)] == [3, 4, 5]
     assert (d.dtype.code, d.dtype.bits, d.device.device_type) == (2, 32, 1)
     assert d.data and d.data % 64 == 0
-    out.contents.deleter(out)
+    delete(out)
 
 
 def test_our_allocator_reports_errors_through_the_callback():
@@ -165,7 +155,7 @@ def test_our_allocator_reports_errors_through_the_callback():
     shape = (ctypes.c_int64 * 1)(4)
     proto = DLTensor(None, DLDevice(2, 0), 1, DLDataType(2, 32, 1), shape, None, 0)
     out = MANAGED_P()
-    allocate = OURS.fn("managed_tensor_allocator", ALLOCATOR)
+    allocate = entry(OURS, "managed_tensor_allocator", ALLOCATOR)
     assert allocate(ctypes.byref(proto), ctypes.byref(out), None, callback) == -1
     assert errors and errors[0][0] == "BufferError" and "CPU" in errors[0][1]
 
@@ -175,7 +165,7 @@ def test_our_dltensor_from_py_object_points_into_the_tensor():
     t = dlbridge.from_dlpack(a)
     d = DLTensor()
     assert (
-        OURS.fn("dltensor_from_py_object_no_sync", DLTENSOR_FROM_PY_OBJECT)(t, ctypes.byref(d)) == 0
+        entry(OURS, "dltensor_from_py_object_no_sync", DLTENSOR_FROM_PY_OBJECT)(t, ctypes.byref(d)) == 0
     )
     assert d.ndim == 2 and [d.shape[i] for i in range(2)] == [3, 2]
     assert [d.strides[i] for i in range(2)] == [4, 2]
@@ -185,7 +175,7 @@ def test_our_dltensor_from_py_object_points_into_the_tensor():
 
 def test_our_current_work_stream_is_null():
     stream = ctypes.c_void_p(123)
-    assert OURS.fn("current_work_stream", CURRENT_WORK_STREAM)(1, 0, ctypes.byref(stream)) == 0
+    assert entry(OURS, "current_work_stream", CURRENT_WORK_STREAM)(1, 0, ctypes.byref(stream)) == 0
     assert stream.value is None
 
 
@@ -247,10 +237,10 @@ def capsule_of(api, name=EXCHANGE_NAME):
 
 def fake_table(major, entries=False):
     """A table of the given major version; its entry points are torch's or NULL."""
-    api = ExchangeAPI()
-    api.header.version = DLPackVersion(major, 0)
+    api = DLPackExchangeAPI()
+    api.version = DLPackVersion(major, 0)
     if entries:
-        for name, _ in ExchangeAPI._fields_[1:]:
+        for name in ENTRIES:
             setattr(api, name, getattr(TORCH, name))
     return api
 
