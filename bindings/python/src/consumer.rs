@@ -17,8 +17,8 @@
 //!
 //! A tensor that requires grad (torch) is imported read-only whatever the route: autograd tracks
 //! its memory. A device tensor keeps the object it came from, to which its exports forward the
-//! consumer's stream (see [`crate::stream_order`]); the import itself never waits. The result owns the producer's tensor (or buffer); its deleter runs once, when the
-//! Tensor dies.
+//! consumer's stream (see [`crate::stream_order`]); the import itself never waits. The result
+//! owns the producer's tensor (or buffer); its deleter runs once, when the Tensor dies.
 
 use std::ptr;
 

@@ -19,6 +19,8 @@
 //! - CPU tensors take `None` only.
 
 use dlbridge::{Device, DeviceType};
+use dlbridge_pyo3::consumer::is_signature_error;
+use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyInt, PyTuple};
 
@@ -159,14 +161,9 @@ fn forward(producer: &Borrowed<'_, '_, PyAny>, stream: &Bound<'_, PyAny>) -> PyR
     with_version.set_item(i.max_version.bind(py), i.version.bind(py))?;
     let name = i.dlpack.bind(py);
     match producer.call_method(name, PyTuple::empty(py), Some(&with_version)) {
-        Err(err) if err.is_instance_of::<pyo3::exceptions::PyTypeError>(py) => {
-            let message = err.value(py).to_string();
-            if message.contains("max_version") || message.contains("keyword argument") {
-                producer.call_method(name, PyTuple::empty(py), Some(&kwargs))?;
-                Ok(())
-            } else {
-                Err(err)
-            }
+        Err(err) if err.is_instance_of::<PyTypeError>(py) && is_signature_error(py, &err) => {
+            producer.call_method(name, PyTuple::empty(py), Some(&kwargs))?;
+            Ok(())
         }
         other => other.map(drop),
     }

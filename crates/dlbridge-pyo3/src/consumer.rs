@@ -21,7 +21,7 @@ pub use crate::buffer_import::LentBuffer;
 pub use crate::capsule::{consume_capsule, is_capsule};
 pub use crate::exchange_api_import::{ExchangeApi, ExchangeEntry, FromPyObjectFn, CAPSULE_NAME};
 pub use crate::ffi::lookup_symbol;
-pub use crate::import::call_dunder_dlpack;
+pub use crate::import::{call_dunder_dlpack, is_signature_error};
 
 use crate::type_cache::{lookup, Known};
 

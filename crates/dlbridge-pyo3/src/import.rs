@@ -203,7 +203,7 @@ fn call_method<'py>(
 /// Whether a TypeError complains about the call's arguments (a producer predating
 /// `max_version`), as opposed to a TypeError the producer raised for its own reasons, which must
 /// reach the caller unchanged.
-fn is_signature_error(py: Python<'_>, err: &PyErr) -> bool {
+pub fn is_signature_error(py: Python<'_>, err: &PyErr) -> bool {
     let message = err.value(py).to_string();
     [
         "max_version",
