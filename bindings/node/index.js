@@ -51,9 +51,9 @@ function loadNative() {
 const native = loadNative();
 
 // What the addon needs from this environment's engine, taken before user code can replace the
-// globals: its size limits and the intrinsics Node-API lacks (see src/engine.rs). It returns the
-// hot entry points, native functions made without napi-rs's per-call glue
-// (src/entry_points.rs): `fromTypedArray` and the `toTypedArray` method.
+// globals: its size limits and the intrinsics Node-API lacks (see src/engine.rs).
+// `initEnvironment` returns the hot entry points, native functions made without napi-rs's
+// per-call glue (src/entry_points.rs): `fromTypedArray` and the `toTypedArray` method.
 const entryPoints = native.initEnvironment({
   isMainThread,
   maxTypedArrayLength: bufferConstants.MAX_LENGTH,

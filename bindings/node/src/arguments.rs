@@ -4,8 +4,8 @@
 
 use std::ffi::CStr;
 
-use crate::errors::{Failure, Outcome};
 use dlbridge_napi::node_api::{Handle, JsType};
+use dlbridge_napi::{Error, Result};
 
 /// The largest integer a JS number holds exactly (`Number.MAX_SAFE_INTEGER`).
 const MAX_SAFE_INTEGER: f64 = 9_007_199_254_740_991.0;
@@ -16,9 +16,9 @@ pub(crate) fn describe(value: Handle<'_>) -> String {
 }
 
 /// An integer argument (`what` names it in messages).
-pub(crate) fn integer(value: Handle<'_>, what: &str) -> Outcome<i64> {
+pub(crate) fn integer(value: Handle<'_>, what: &str) -> Result<i64> {
     let not_integer = || {
-        Failure::type_error(
+        Error::type_error(
             "ERR_DLBRIDGE_INVALID_ARGUMENT",
             format!("{what} must be an integer, got {}", describe(value)),
         )
@@ -42,12 +42,12 @@ pub(crate) fn integer(value: Handle<'_>, what: &str) -> Outcome<i64> {
 
 /// A list of integers (shape, strides), or a single integer as a one-element list when
 /// `allow_scalar` (so that `empty(5)` means `empty([5])`).
-pub(crate) fn integer_list(value: Handle<'_>, what: &str, allow_scalar: bool) -> Outcome<Vec<i64>> {
+pub(crate) fn integer_list(value: Handle<'_>, what: &str, allow_scalar: bool) -> Result<Vec<i64>> {
     if allow_scalar && matches!(value.js_type(), JsType::Number | JsType::BigInt) {
         return Ok(vec![integer(value, what)?]);
     }
     let elements = value.array_elements()?.ok_or_else(|| {
-        Failure::type_error(
+        Error::type_error(
             "ERR_DLBRIDGE_INVALID_ARGUMENT",
             format!(
                 "{what} must be an array of integers, got {}",
@@ -63,12 +63,12 @@ pub(crate) fn integer_list(value: Handle<'_>, what: &str, allow_scalar: bool) ->
 }
 
 /// A dtype name argument: `None` when undefined.
-pub(crate) fn dtype_name(value: Option<Handle<'_>>, what: &str) -> Outcome<Option<String>> {
+pub(crate) fn dtype_name(value: Option<Handle<'_>>, what: &str) -> Result<Option<String>> {
     let Some(value) = value.filter(|v| !v.is_nullish()) else {
         return Ok(None);
     };
     value.string_value().map(Some).ok_or_else(|| {
-        Failure::type_error(
+        Error::type_error(
             "ERR_DLBRIDGE_INVALID_ARGUMENT",
             format!(
                 "{what} must be a dtype name string, got {}",
@@ -93,11 +93,11 @@ impl<'env> Options<'env> {
         value: Option<Handle<'env>>,
         function: &'static str,
         known: &'static [&'static str],
-    ) -> Outcome<Self> {
+    ) -> Result<Self> {
         let object = value.filter(|v| !v.is_nullish());
         if let Some(object) = object {
             if object.js_type() != JsType::Object {
-                return Err(Failure::type_error(
+                return Err(Error::type_error(
                     "ERR_DLBRIDGE_INVALID_ARGUMENT",
                     format!(
                         "{function}: options must be an object, got {}",
@@ -120,7 +120,7 @@ impl<'env> Options<'env> {
     }
 
     /// The option's value, `None` when absent or undefined.
-    fn get(&self, name: &CStr) -> Outcome<Option<Handle<'env>>> {
+    fn get(&self, name: &CStr) -> Result<Option<Handle<'env>>> {
         debug_assert!(
             self.known.iter().any(|k| k.as_bytes() == name.to_bytes()),
             "{}: option {name:?} read but not declared",
@@ -137,12 +137,12 @@ impl<'env> Options<'env> {
     }
 
     /// A boolean option.
-    pub(crate) fn bool(&self, name: &CStr) -> Outcome<Option<bool>> {
+    pub(crate) fn bool(&self, name: &CStr) -> Result<Option<bool>> {
         let Some(value) = self.get(name)? else {
             return Ok(None);
         };
         value.bool_value().map(Some).ok_or_else(|| {
-            Failure::type_error(
+            Error::type_error(
                 "ERR_DLBRIDGE_INVALID_ARGUMENT",
                 format!(
                     "{} must be a boolean, got {}",
@@ -154,21 +154,21 @@ impl<'env> Options<'env> {
     }
 
     /// An integer option.
-    pub(crate) fn integer(&self, name: &CStr) -> Outcome<Option<i64>> {
+    pub(crate) fn integer(&self, name: &CStr) -> Result<Option<i64>> {
         self.get(name)?
             .map(|v| integer(v, &self.label(name)))
             .transpose()
     }
 
     /// A list-of-integers option (shape, strides).
-    pub(crate) fn integer_list(&self, name: &CStr) -> Outcome<Option<Vec<i64>>> {
+    pub(crate) fn integer_list(&self, name: &CStr) -> Result<Option<Vec<i64>>> {
         self.get(name)?
             .map(|v| integer_list(v, &self.label(name), false))
             .transpose()
     }
 
     /// A dtype-name option.
-    pub(crate) fn dtype(&self, name: &CStr) -> Outcome<Option<String>> {
+    pub(crate) fn dtype(&self, name: &CStr) -> Result<Option<String>> {
         self.get(name)?
             .and_then(|v| dtype_name(Some(v), &self.label(name)).transpose())
             .transpose()
@@ -176,7 +176,7 @@ impl<'env> Options<'env> {
 }
 
 /// The `TypeError` for an option `function` does not have, suggesting the closest known one.
-fn unknown_option(function: &str, key: &str, known: &[&str]) -> Failure {
+fn unknown_option(function: &str, key: &str, known: &[&str]) -> Error {
     let suggestion = known
         .iter()
         .map(|k| (edit_distance(&key.to_lowercase(), &k.to_lowercase()), k))
@@ -188,7 +188,7 @@ fn unknown_option(function: &str, key: &str, known: &[&str]) -> Failure {
         [] => "it takes no options".to_owned(),
         _ => format!("its options are {}", known.join(", ")),
     };
-    Failure::type_error(
+    Error::type_error(
         "ERR_DLBRIDGE_UNKNOWN_OPTION",
         format!("{function}: unknown option {key:?}{suggestion}; {options}"),
     )

@@ -10,16 +10,17 @@ use napi_derive::napi;
 
 use crate::arguments::{describe, dtype_name, integer, integer_list, Options};
 use crate::env_context::EnvContext;
-use crate::errors::{Failure, OrThrow, Outcome};
+use crate::errors::OrThrow;
 use crate::js_memory::{detached, JsMemory};
 use crate::live_tensor::LiveTensor;
 use crate::tensor::Tensor;
 use dlbridge_napi::node_api::{Handle, ObjectTag, Scope};
 use dlbridge_napi::typed_arrays::dtype_for;
+use dlbridge_napi::{Error, Result};
 
 /// Fails for negative dimensions or too many of them (a `RangeError`, naming the value), before
 /// any layout arithmetic on them.
-fn check_dims(shape: &[i64]) -> Outcome<()> {
+fn check_dims(shape: &[i64]) -> Result<()> {
     if shape.len() > MAX_NDIM {
         return Err(CoreError::NdimOutOfRange(shape.len() as i64).into());
     }
@@ -40,7 +41,7 @@ struct TypedArrayOptions {
 }
 
 impl TypedArrayOptions {
-    fn read(options: &Options<'_>) -> Outcome<Self> {
+    fn read(options: &Options<'_>) -> Result<Self> {
         Ok(TypedArrayOptions {
             dtype: options.dtype(c"dtype")?,
             offset: options.integer(c"offset")?.unwrap_or(0),
@@ -56,8 +57,8 @@ const PINNABLE_TAG: ObjectTag =
     napi::bindgen_prelude::type_tag_from_ident("dlbridge.node::PinnableArrayBuffer");
 
 /// The `TypeError` for a resizable ArrayBuffer.
-fn resizable() -> Failure {
-    Failure::type_error(
+fn resizable() -> Error {
+    Error::type_error(
         "ERR_DLBRIDGE_RESIZABLE",
         "fromTypedArray: resizable ArrayBuffers can shrink under native code; use a fixed-length \
          one (growable SharedArrayBuffers are fine)",
@@ -68,7 +69,7 @@ fn tensor_over_typed_array<'env>(
     scope: Scope<'env>,
     array: Handle<'env>,
     options: &Options<'env>,
-) -> Outcome<Handle<'env>> {
+) -> Result<Handle<'env>> {
     let context = EnvContext::of(scope)?;
     let engine = context.require_engine()?;
     let TypedArrayOptions {
@@ -82,7 +83,7 @@ fn tensor_over_typed_array<'env>(
     // pinned at the end. Node-API reports the typed array's own buffer, whatever realm it comes
     // from and whatever its `buffer` property says.
     let info = array.typed_array_info()?.ok_or_else(|| {
-        Failure::type_error(
+        Error::type_error(
             "ERR_DLBRIDGE_INVALID_ARGUMENT",
             format!(
                 "fromTypedArray expects a typed array, got {}",
@@ -107,7 +108,7 @@ fn tensor_over_typed_array<'env>(
     let byte_len = info.length * info.kind.element_size();
     let elements = (byte_len / itemsize) as i64;
     if !(0..=elements).contains(&offset) {
-        return Err(Failure::range_error(
+        return Err(Error::range_error(
             "ERR_DLBRIDGE_OUT_OF_BOUNDS",
             format!(
                 "fromTypedArray: offset {offset} is outside the {elements} {dtype} elements of the {}",
@@ -120,7 +121,7 @@ fn tensor_over_typed_array<'env>(
     let shape: &[i64] = match &shape {
         Some(shape) => shape,
         None if info.length % js.per_element != 0 => {
-            return Err(Failure::range_error(
+            return Err(Error::range_error(
                 "ERR_DLBRIDGE_OUT_OF_BOUNDS",
                 format!(
                     "{} {} of {} elements holds no whole number of {dtype} elements ({} each): \
@@ -202,7 +203,7 @@ pub(crate) fn from_typed_array<'env>(
     scope: Scope<'env>,
     array: Handle<'env>,
     options: Option<Handle<'env>>,
-) -> Outcome<Handle<'env>> {
+) -> Result<Handle<'env>> {
     let options = Options::new(
         options,
         "fromTypedArray",
@@ -226,7 +227,7 @@ pub(crate) fn dtype_argument(
     scope: Scope<'_>,
     value: Option<&Unknown<'_>>,
     what: &str,
-) -> Outcome<DataType> {
+) -> Result<DataType> {
     match dtype_name(value.map(|v| scope.adopt(v)), what)? {
         Some(name) => Ok(name.parse()?),
         None => Ok(DataType::F32),
@@ -237,7 +238,7 @@ pub(crate) fn dtype_argument(
 #[napi]
 pub fn empty(env: &Env, shape: Unknown<'_>, dtype: Option<Unknown<'_>>) -> napi::Result<Tensor> {
     let scope = Scope::new(env);
-    let made = || -> Outcome<Tensor> {
+    let made = || -> Result<Tensor> {
         let shape = integer_list(scope.adopt(&shape), "empty: shape", true)?;
         let dtype = dtype_argument(scope, dtype.as_ref(), "empty: dtype")?;
         Ok(Tensor::new(LiveTensor::native(CoreTensor::empty(
@@ -251,7 +252,7 @@ pub fn empty(env: &Env, shape: Unknown<'_>, dtype: Option<Unknown<'_>>) -> napi:
 #[napi]
 pub fn arange(env: &Env, n: Unknown<'_>, dtype: Option<Unknown<'_>>) -> napi::Result<Tensor> {
     let scope = Scope::new(env);
-    let made = || -> Outcome<Tensor> {
+    let made = || -> Result<Tensor> {
         let n = integer(scope.adopt(&n), "arange: n")?;
         let dtype = dtype_argument(scope, dtype.as_ref(), "arange: dtype")?;
         Ok(Tensor::new(LiveTensor::native(CoreTensor::arange(

@@ -14,10 +14,11 @@ use napi::Env;
 use napi_derive::napi;
 
 use crate::arguments::{describe, integer_list};
-use crate::errors::{Failure, OrThrow, Outcome};
+use crate::errors::OrThrow;
 use crate::live_tensor::LiveTensor;
 use crate::tensor::Tensor;
 use dlbridge_napi::node_api::{Handle, JsType, Scope};
+use dlbridge_napi::{Error, Result};
 
 /// An element as JS sees it: boolean, number, BigInt or `[re, im]`.
 pub(crate) type JsElement = Either4<bool, f64, BigInt, Vec<f64>>;
@@ -37,7 +38,7 @@ enum Kind {
 }
 
 impl Kind {
-    fn of(dtype: DataType) -> Outcome<Kind> {
+    fn of(dtype: DataType) -> Result<Kind> {
         Ok(match dtype {
             DataType::BOOL => Kind::Bool,
             DataType::I8 => Kind::Int(8),
@@ -55,7 +56,7 @@ impl Kind {
             DataType::C64 => Kind::C64,
             DataType::C128 => Kind::C128,
             other => {
-                return Err(Failure::type_error(
+                return Err(Error::type_error(
                     "ERR_DLBRIDGE_UNSUPPORTED_DTYPE",
                     format!(
                         "get/set read and write bool, integer, float and complex elements; \
@@ -76,7 +77,7 @@ fn element_address(
     shared: &LiveTensor,
     index: &[i64],
     function: &str,
-) -> Outcome<(*mut u8, Kind)> {
+) -> Result<(*mut u8, Kind)> {
     if let Some(memory) = shared.js_memory() {
         memory.check_alive(scope)?;
     }
@@ -90,7 +91,7 @@ fn element_address(
         .map(|&i| usize::try_from(i).unwrap_or(usize::MAX))
         .collect();
     let Some(offset) = layout::element_offset(shape, view.strides(), &unsigned) else {
-        return Err(Failure::range_error(
+        return Err(Error::range_error(
             "ERR_DLBRIDGE_INDEX_OUT_OF_RANGE",
             format!("{function}: index {index:?} is out of bounds for shape {shape:?}"),
         ));
@@ -106,7 +107,7 @@ fn element_address(
 ///
 /// # Safety
 /// `at` is an in-bounds element of a live host tensor of that kind.
-unsafe fn read(at: *const u8, kind: Kind, index: &[i64]) -> Outcome<JsElement> {
+unsafe fn read(at: *const u8, kind: Kind, index: &[i64]) -> Result<JsElement> {
     // SAFETY: every arm reads one element of `kind` at `at`, which the caller's contract makes
     // readable; unaligned reads are allowed.
     Ok(unsafe {
@@ -141,9 +142,9 @@ unsafe fn read(at: *const u8, kind: Kind, index: &[i64]) -> Outcome<JsElement> {
 }
 
 /// The bytes of `value` as an element of `kind` (little-endian order is the machine's own).
-fn encode(value: Handle<'_>, kind: Kind, dtype: &str) -> Outcome<Vec<u8>> {
+fn encode(value: Handle<'_>, kind: Kind, dtype: &str) -> Result<Vec<u8>> {
     let wrong_type = |want: &str| {
-        Failure::type_error(
+        Error::type_error(
             "ERR_DLBRIDGE_INVALID_VALUE",
             format!(
                 "set: {} {dtype} element takes {want}, got {}",
@@ -199,9 +200,9 @@ fn encode(value: Handle<'_>, kind: Kind, dtype: &str) -> Outcome<Vec<u8>> {
 }
 
 /// An integer number or BigInt accepted by `fits`.
-fn integer_value(value: Handle<'_>, dtype: &str, fits: impl Fn(i128) -> bool) -> Outcome<i128> {
+fn integer_value(value: Handle<'_>, dtype: &str, fits: impl Fn(i128) -> bool) -> Result<i128> {
     let out_of_range = || {
-        Failure::range_error(
+        Error::range_error(
             "ERR_DLBRIDGE_VALUE_OUT_OF_RANGE",
             format!(
                 "set: {} is not an integer in the range of {dtype}",
@@ -224,7 +225,7 @@ fn integer_value(value: Handle<'_>, dtype: &str, fits: impl Fn(i128) -> bool) ->
             _ => return Err(out_of_range()),
         },
         _ => {
-            return Err(Failure::type_error(
+            return Err(Error::type_error(
                 "ERR_DLBRIDGE_INVALID_VALUE",
                 format!(
                     "set: {} {dtype} element takes an integer number or BigInt, got {}",
@@ -248,7 +249,7 @@ impl Tensor {
     #[napi]
     pub fn get<'env>(&self, env: &'env Env, index: Unknown<'env>) -> napi::Result<JsElement> {
         let scope = Scope::new(env);
-        let read_element = || -> Outcome<JsElement> {
+        let read_element = || -> Result<JsElement> {
             // Reading the index may run JavaScript (getters), so the memory is checked after.
             let index = integer_list(scope.adopt(&index), "get: index", true)?;
             let shared = self.shared()?;
@@ -269,7 +270,7 @@ impl Tensor {
         value: Unknown<'env>,
     ) -> napi::Result<()> {
         let scope = Scope::new(env);
-        let write = || -> Outcome<()> {
+        let write = || -> Result<()> {
             // Both arguments are read first (their getters may run JavaScript that closes the
             // tensor or detaches its buffer); the memory is checked after.
             let index = integer_list(scope.adopt(&index), "set: index", true)?;
@@ -278,7 +279,7 @@ impl Tensor {
                 let view = shared.view();
                 view.require_host()?;
                 if view.is_read_only() {
-                    return Err(Failure::plain(
+                    return Err(Error::plain(
                         "ERR_DLBRIDGE_READ_ONLY",
                         "set: the tensor is read-only (its producer asked nobody to write it)",
                     ));

@@ -12,15 +12,9 @@
 //! - this addon's `Tensor` class, whose instances the hot constructors make themselves
 //!   ([`Tensor::into_object`](crate::tensor::Tensor::into_object)).
 
-use napi::bindgen_prelude::Unknown;
-use napi::Env;
-use napi_derive::napi;
-
 use crate::arguments::describe;
-use crate::entry_points;
-use crate::env_context::EnvContext;
-use crate::errors::{Failure, OrThrow, Outcome};
 use dlbridge_napi::node_api::{Handle, JsType, Reference, Scope};
+use dlbridge_napi::{Error, Result};
 
 /// One environment's engine facts (see the module documentation).
 pub(crate) struct Engine {
@@ -41,8 +35,36 @@ pub(crate) struct Engine {
 }
 
 impl Engine {
+    /// Reads the setup object that index.js passes `initEnvironment`: `{isMainThread,
+    /// maxTypedArrayLength, maxExternalByteLength, resizable, markAsUntransferable, ArrayBuffer,
+    /// Tensor}`, holding each function by a strong reference of this environment.
+    pub(crate) fn read(scope: Scope<'_>, setup: Handle<'_>) -> Result<Engine> {
+        let resizable = function(setup.get_named(c"resizable")?, "resizable")?;
+        let mark = function(
+            setup.get_named(c"markAsUntransferable")?,
+            "markAsUntransferable",
+        )?;
+        let array_buffer = function(setup.get_named(c"ArrayBuffer")?, "ArrayBuffer")?;
+        let tensor_class = function(setup.get_named(c"Tensor")?, "Tensor")?;
+        Ok(Engine {
+            max_typed_array_length: limit(
+                setup.get_named(c"maxTypedArrayLength")?,
+                "maxTypedArrayLength",
+            )?,
+            max_external_byte_length: limit(
+                setup.get_named(c"maxExternalByteLength")?,
+                "maxExternalByteLength",
+            )?,
+            is_main_thread: setup.get_named(c"isMainThread")?.bool_value() == Some(true),
+            resizable_getter: scope.create_reference(resizable, 1)?,
+            mark_untransferable: scope.create_reference(mark, 1)?,
+            array_buffer: scope.create_reference(array_buffer, 1)?,
+            tensor_class: scope.create_reference(tensor_class, 1)?,
+        })
+    }
+
     /// Whether `buffer` (an ArrayBuffer of any realm, not a SharedArrayBuffer) is resizable.
-    pub(crate) fn is_resizable(&self, scope: Scope<'_>, buffer: Handle<'_>) -> Outcome<bool> {
+    pub(crate) fn is_resizable(&self, scope: Scope<'_>, buffer: Handle<'_>) -> Result<bool> {
         // SAFETY: a strong reference of this environment (the caller's), deleted at teardown.
         let getter = unsafe { scope.reference_value(self.resizable_getter) }.ok_or_else(gone)?;
         let answer = scope.call(getter, buffer, &[])?;
@@ -51,7 +73,7 @@ impl Engine {
 
     /// Marks `buffer` untransferable: `postMessage` and `structuredClone` copy it instead of
     /// detaching it.
-    pub(crate) fn mark_untransferable(&self, scope: Scope<'_>, buffer: Handle<'_>) -> Outcome<()> {
+    pub(crate) fn mark_untransferable(&self, scope: Scope<'_>, buffer: Handle<'_>) -> Result<()> {
         // SAFETY: as in `is_resizable`.
         let mark = unsafe { scope.reference_value(self.mark_untransferable) }.ok_or_else(gone)?;
         let undefined = scope.undefined()?;
@@ -64,14 +86,14 @@ impl Engine {
         &self,
         scope: Scope<'env>,
         len: usize,
-    ) -> Outcome<(Handle<'env>, *mut u8)> {
+    ) -> Result<(Handle<'env>, *mut u8)> {
         // SAFETY: as in `is_resizable`.
         let constructor = unsafe { scope.reference_value(self.array_buffer) }.ok_or_else(gone)?;
         let buffer = scope
             .construct(constructor, &[scope.number(len as f64)?])
             .map_err(|_| {
                 scope.clear_exception();
-                Failure::range_error(
+                Error::range_error(
                     "ERR_DLBRIDGE_ALLOCATION_FAILED",
                     format!("cannot allocate an ArrayBuffer of {len} bytes"),
                 )
@@ -80,13 +102,13 @@ impl Engine {
     }
 
     /// This addon's `Tensor` class (its constructor).
-    pub(crate) fn tensor_class<'env>(&self, scope: Scope<'env>) -> Outcome<Handle<'env>> {
+    pub(crate) fn tensor_class<'env>(&self, scope: Scope<'env>) -> Result<Handle<'env>> {
         // SAFETY: as in `is_resizable`.
         unsafe { scope.reference_value(self.tensor_class) }.ok_or_else(gone)
     }
 
     /// Fails unless a typed array of `length` elements fits the engine.
-    pub(crate) fn check_typed_array_length(&self, length: usize, what: &str) -> Outcome<()> {
+    pub(crate) fn check_typed_array_length(&self, length: usize, what: &str) -> Result<()> {
         if length > self.max_typed_array_length {
             return Err(too_large(format!(
                 "{what} would be a typed array of {length} elements; this JavaScript engine's \
@@ -98,7 +120,7 @@ impl Engine {
     }
 
     /// Fails unless an external ArrayBuffer of `len` bytes fits the engine.
-    pub(crate) fn check_external_byte_length(&self, len: usize, what: &str) -> Outcome<()> {
+    pub(crate) fn check_external_byte_length(&self, len: usize, what: &str) -> Result<()> {
         if len > self.max_external_byte_length {
             return Err(too_large(format!(
                 "{what} would view {len} bytes; this runtime's external ArrayBuffers hold at most \
@@ -125,20 +147,20 @@ impl Engine {
 }
 
 /// The `RangeError` for something the engine cannot hold.
-fn too_large(message: String) -> Failure {
-    Failure::range_error("ERR_DLBRIDGE_TOO_LARGE", message)
+fn too_large(message: String) -> Error {
+    Error::range_error("ERR_DLBRIDGE_TOO_LARGE", message)
 }
 
-fn gone() -> Failure {
-    Failure::plain(
+fn gone() -> Error {
+    Error::plain(
         "ERR_DLBRIDGE_NODE_API",
         "dlbridge's engine intrinsics are gone",
     )
 }
 
 /// The failure for an environment where index.js never ran `initEnvironment`.
-pub(crate) fn not_initialised() -> Failure {
-    Failure::plain(
+pub(crate) fn not_initialised() -> Error {
+    Error::plain(
         "ERR_DLBRIDGE_NODE_API",
         "the native addon was loaded without its package entry point: require('dlbridge') \
          (index.js) sets it up",
@@ -146,10 +168,10 @@ pub(crate) fn not_initialised() -> Failure {
 }
 
 /// A size limit: a positive safe integer.
-fn limit(value: Handle<'_>, what: &str) -> Outcome<usize> {
+fn limit(value: Handle<'_>, what: &str) -> Result<usize> {
     match value.number_value() {
         Some(n) if n >= 1.0 && n.fract() == 0.0 && n <= 9_007_199_254_740_991.0 => Ok(n as usize),
-        _ => Err(Failure::type_error(
+        _ => Err(Error::type_error(
             "ERR_DLBRIDGE_INVALID_ARGUMENT",
             format!(
                 "initEnvironment: {what} must be a positive integer, got {}",
@@ -160,9 +182,9 @@ fn limit(value: Handle<'_>, what: &str) -> Outcome<usize> {
 }
 
 /// A function argument.
-fn function<'env>(value: Handle<'env>, what: &str) -> Outcome<Handle<'env>> {
+fn function<'env>(value: Handle<'env>, what: &str) -> Result<Handle<'env>> {
     if value.js_type() != JsType::Function {
-        return Err(Failure::type_error(
+        return Err(Error::type_error(
             "ERR_DLBRIDGE_INVALID_ARGUMENT",
             format!(
                 "initEnvironment: {what} must be a function, got {}",
@@ -171,50 +193,4 @@ fn function<'env>(value: Handle<'env>, what: &str) -> Outcome<Handle<'env>> {
         ));
     }
     Ok(value)
-}
-
-/// Sets up the calling environment (index.js calls it once when it loads):
-/// `{isMainThread, maxTypedArrayLength, maxExternalByteLength, resizable, markAsUntransferable,
-/// ArrayBuffer, Tensor}` (`Tensor`: this addon's class, whose instances `fromTypedArray` makes).
-/// Later calls (index.js evaluated again in another realm of the same environment, as Jest
-/// does) keep the first setup. Returns the hot entry points for index.js to install
-/// ([`entry_points`](crate::entry_points)).
-#[napi(js_name = "initEnvironment")]
-pub fn init_environment<'env>(env: &'env Env, setup: Unknown<'env>) -> napi::Result<Unknown<'env>> {
-    let scope = Scope::new(env);
-    let init = || -> Outcome<Handle<'env>> {
-        let context = EnvContext::of(scope)?;
-        if context.engine().is_some() {
-            return entry_points::functions(scope);
-        }
-        let setup = scope.adopt(&setup);
-        let resizable = function(setup.get_named(c"resizable")?, "resizable")?;
-        let mark = function(
-            setup.get_named(c"markAsUntransferable")?,
-            "markAsUntransferable",
-        )?;
-        let array_buffer = function(setup.get_named(c"ArrayBuffer")?, "ArrayBuffer")?;
-        let tensor_class = function(setup.get_named(c"Tensor")?, "Tensor")?;
-        let engine = Engine {
-            max_typed_array_length: limit(
-                setup.get_named(c"maxTypedArrayLength")?,
-                "maxTypedArrayLength",
-            )?,
-            max_external_byte_length: limit(
-                setup.get_named(c"maxExternalByteLength")?,
-                "maxExternalByteLength",
-            )?,
-            is_main_thread: setup.get_named(c"isMainThread")?.bool_value() == Some(true),
-            resizable_getter: scope.create_reference(resizable, 1)?,
-            mark_untransferable: scope.create_reference(mark, 1)?,
-            array_buffer: scope.create_reference(array_buffer, 1)?,
-            tensor_class: scope.create_reference(tensor_class, 1)?,
-        };
-        if let Err(engine) = context.set_engine(engine) {
-            // SAFETY: the references were just made here and nothing else holds them.
-            unsafe { engine.release(scope) };
-        }
-        entry_points::functions(scope)
-    };
-    init().map(Handle::into_unknown).or_throw(env)
 }

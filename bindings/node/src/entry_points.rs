@@ -1,22 +1,52 @@
-//! The hot entry points, `fromTypedArray` and `Tensor#toTypedArray`, as native functions made
-//! directly with Node-API: `initEnvironment` hands them to index.js, which installs them. The
-//! glue napi-rs generates for a `#[napi]` function keeps a registry of the native objects each
-//! call borrows (a lock, a hash map, allocations), which costs more than these calls' own work;
-//! these take their `this` and arguments themselves and throw their failures as every entry
-//! point does.
+//! `initEnvironment`, the first entry point index.js calls, and the hot entry points it hands
+//! back, `fromTypedArray` and `Tensor#toTypedArray`, as native functions made directly with
+//! Node-API for index.js to install. The glue napi-rs generates for a `#[napi]` function keeps a
+//! registry of the native objects each call borrows (a lock, a hash map, allocations), which
+//! costs more than these calls' own work; these take their `this` and arguments themselves and
+//! throw their failures as every entry point does.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::ptr;
 
 use dlbridge_napi::node_api::{Handle, RawCallbackInfo, RawEnv, RawValue, Scope};
+use napi::bindgen_prelude::Unknown;
+use napi::Env;
+use napi_derive::napi;
 
 use crate::arguments::describe;
 use crate::constructors;
-use crate::errors::{Failure, Outcome};
+use crate::engine::Engine;
+use crate::env_context::EnvContext;
+use crate::errors::OrThrow;
 use crate::tensor::Tensor;
+use dlbridge_napi::{Error, Result};
+
+/// Sets up the calling environment (index.js calls it once when it loads):
+/// `{isMainThread, maxTypedArrayLength, maxExternalByteLength, resizable, markAsUntransferable,
+/// ArrayBuffer, Tensor}` (`Tensor`: this addon's class, whose instances `fromTypedArray` makes;
+/// see [`Engine`]). Later calls (index.js evaluated again in another realm of the same
+/// environment, as Jest does) keep the first setup. Returns the hot entry points for index.js
+/// to install ([`functions`]).
+#[napi(js_name = "initEnvironment")]
+pub fn init_environment<'env>(env: &'env Env, setup: Unknown<'env>) -> napi::Result<Unknown<'env>> {
+    let scope = Scope::new(env);
+    let init = || -> Result<Handle<'env>> {
+        let context = EnvContext::of(scope)?;
+        if context.engine().is_some() {
+            return functions(scope);
+        }
+        let engine = Engine::read(scope, scope.adopt(&setup))?;
+        if let Err(engine) = context.set_engine(engine) {
+            // SAFETY: the references were just made here and nothing else holds them.
+            unsafe { engine.release(scope) };
+        }
+        functions(scope)
+    };
+    init().map(Handle::into_unknown).or_throw(env)
+}
 
 /// `{fromTypedArray, toTypedArray}`, made in the calling realm.
-pub(crate) fn functions<'env>(scope: Scope<'env>) -> Outcome<Handle<'env>> {
+pub(crate) fn functions<'env>(scope: Scope<'env>) -> Result<Handle<'env>> {
     let object = scope.object()?;
     object.set_named(
         c"fromTypedArray",
@@ -42,7 +72,7 @@ unsafe fn run<const N: usize>(
         Scope<'env>,
         Handle<'env>,
         [Option<Handle<'env>>; N],
-    ) -> Outcome<Handle<'env>>,
+    ) -> Result<Handle<'env>>,
 ) -> RawValue {
     // SAFETY: Node calls native functions with their live env, on its thread.
     let scope = unsafe { Scope::from_raw(env) };
@@ -59,7 +89,7 @@ unsafe fn run<const N: usize>(
     let failure = match outcome {
         Ok(Ok(value)) => return value.raw(),
         Ok(Err(failure)) => failure,
-        Err(_) => Failure::plain(
+        Err(_) => Error::plain(
             "ERR_DLBRIDGE_PANIC",
             "dlbridge failed internally (a Rust panic); please report it",
         ),
@@ -78,7 +108,7 @@ fn typed_array_to_tensor<'env>(
     scope: Scope<'env>,
     _this: Handle<'env>,
     [array, options]: [Option<Handle<'env>>; 2],
-) -> Outcome<Handle<'env>> {
+) -> Result<Handle<'env>> {
     let array = match array {
         Some(array) => array,
         None => scope.undefined()?,
@@ -96,11 +126,11 @@ fn tensor_to_typed_array<'env>(
     scope: Scope<'env>,
     this: Handle<'env>,
     [options]: [Option<Handle<'env>>; 1],
-) -> Outcome<Handle<'env>> {
+) -> Result<Handle<'env>> {
     // SAFETY: `Tensor` is a `#[napi]` class whose methods all take `&self`; `this` is the
     // receiver of this native function.
     let tensor = unsafe { this.receiver_instance::<Tensor>() }.ok_or_else(|| {
-        Failure::type_error(
+        Error::type_error(
             "ERR_DLBRIDGE_INVALID_ARGUMENT",
             format!(
                 "toTypedArray must be called on a dlbridge Tensor, got {}",

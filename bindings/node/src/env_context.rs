@@ -16,11 +16,11 @@ use std::sync::{Arc, OnceLock, RwLock};
 use std::thread::{self, ThreadId};
 
 use crate::block_registry::BlockRegistry;
-use crate::diagnostics::PINNED_JS_BUFFERS;
 use crate::engine::{not_initialised, Engine};
-use crate::errors::{Failure, Outcome};
 use crate::release_queue::ReleaseQueue;
+use crate::resource_counts::PINNED_JS_BUFFERS;
 use dlbridge_napi::node_api::{RawEnv, Reference, Scope};
+use dlbridge_napi::{Error, Result};
 
 /// What dlbridge keeps per Node-API environment.
 pub(crate) struct EnvContext {
@@ -55,7 +55,7 @@ thread_local! {
 
 impl EnvContext {
     /// The context of the calling environment, created on first use.
-    pub(crate) fn of(scope: Scope<'_>) -> Outcome<Arc<EnvContext>> {
+    pub(crate) fn of(scope: Scope<'_>) -> Result<Arc<EnvContext>> {
         let cached = CURRENT.with_borrow(|c| c.as_ref().filter(|c| c.is_current(scope)).cloned());
         if let Some(context) = cached {
             return Ok(context);
@@ -75,7 +75,7 @@ impl EnvContext {
         Ok(context)
     }
 
-    fn create(scope: Scope<'_>) -> Outcome<Arc<EnvContext>> {
+    fn create(scope: Scope<'_>) -> Result<Arc<EnvContext>> {
         let context = Arc::new(EnvContext {
             env: scope.raw() as usize,
             thread: thread::current().id(),
@@ -92,7 +92,7 @@ impl EnvContext {
         if let Err(err) = unsafe { scope.set_instance_data(data, on_teardown) } {
             // SAFETY: Node did not take the Arc.
             drop(unsafe { Arc::from_raw(data as *const EnvContext) });
-            return Err(Failure::plain(
+            return Err(Error::plain(
                 "ERR_DLBRIDGE_NODE_API",
                 format!(
                     "cannot attach dlbridge's environment state: {}",
@@ -106,7 +106,7 @@ impl EnvContext {
         if let Err(err) = unsafe { scope.add_cleanup_hook(on_environment_exit, hook_data) } {
             // SAFETY: Node did not take the Arc.
             drop(unsafe { Arc::from_raw(hook_data as *const EnvContext) });
-            return Err(Failure::plain(
+            return Err(Error::plain(
                 "ERR_DLBRIDGE_NODE_API",
                 format!("cannot watch the environment's exit: {}", err.message()),
             ));
@@ -140,12 +140,12 @@ impl EnvContext {
     }
 
     /// The engine's setup, or the failure saying that index.js never made it.
-    pub(crate) fn require_engine(&self) -> Outcome<&Engine> {
+    pub(crate) fn require_engine(&self) -> Result<&Engine> {
         self.engine().ok_or_else(not_initialised)
     }
 
     /// Stores the engine's setup; gives it back if one is already there.
-    pub(crate) fn set_engine(&self, engine: Engine) -> Result<(), Engine> {
+    pub(crate) fn set_engine(&self, engine: Engine) -> std::result::Result<(), Engine> {
         self.engine.set(engine)
     }
 

@@ -1,4 +1,4 @@
-//! Failures on their way to JavaScript: dlbridge-napi's [`Error`](dlbridge_napi::Error) (class,
+//! Errors on their way to JavaScript: dlbridge-napi's [`Error`] (class,
 //! stable `ERR_DLBRIDGE_*` code, a message naming the offending values), whose mapping of the
 //! core's errors is the one this package and every addon on dlbridge-napi share:
 //!
@@ -10,22 +10,17 @@
 //!   foreign tensors, devices other than the CPU, shared-memory segments that are missing,
 //!   invalid or failing system calls).
 //!
-//! Internal code returns [`Outcome`]; `#[napi]` entry points throw a [`Failure`] with
-//! [`OrThrow::or_throw`].
+//! Internal code returns dlbridge-napi's [`Result`]; `#[napi]` entry points throw its [`Error`]
+//! with [`OrThrow::or_throw`].
 
+use dlbridge_napi::{Error, Result};
 use napi::Env;
-
-/// A failure on its way to JavaScript.
-pub(crate) type Failure = dlbridge_napi::Error;
-
-/// `Result` of the binding's internals.
-pub(crate) type Outcome<T> = Result<T, Failure>;
 
 /// A failed `shm::open` of `handle`: a missing segment, a malformed handle or a failed system
 /// call keep their own errors; anything else the segment's header fails (an out-of-range ndim,
 /// an unknown dtype code, a negative dimension, …) describes a corrupt segment, not the caller's
 /// arguments, so it becomes `ShmInvalid` naming the handle (`ERR_DLBRIDGE_SHM_INVALID`).
-pub(crate) fn shm_open_failure(handle: &str, err: dlbridge::Error) -> Failure {
+pub(crate) fn shm_open_failure(handle: &str, err: dlbridge::Error) -> Error {
     use dlbridge::Error as E;
     match err {
         E::ShmNotFound(_) | E::ShmInvalid { .. } | E::ShmIo { .. } | E::UnknownName { .. } => {
@@ -39,14 +34,14 @@ pub(crate) fn shm_open_failure(handle: &str, err: dlbridge::Error) -> Failure {
     }
 }
 
-/// Turns an [`Outcome`] into what a `#[napi]` entry point returns, throwing the JS error.
+/// Turns a [`Result`] into what a `#[napi]` entry point returns, throwing the JS error.
 pub(crate) trait OrThrow<T> {
     /// Throws the failure (if any) into `env`.
     fn or_throw(self, env: &Env) -> napi::Result<T>;
 }
 
-impl<T> OrThrow<T> for Outcome<T> {
+impl<T> OrThrow<T> for Result<T> {
     fn or_throw(self, env: &Env) -> napi::Result<T> {
-        self.map_err(|failure| failure.throw(env))
+        self.map_err(|err| err.throw(env))
     }
 }

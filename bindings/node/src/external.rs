@@ -18,10 +18,10 @@ use dlbridge::TensorView;
 use dlbridge_napi::node_api::{copy_to_arraybuffer, External, Handle, RawEnv, Scope};
 
 use crate::block_registry::Lookup;
-use crate::diagnostics::EXTERNAL_BUFFERS;
 use crate::env_context::EnvContext;
-use crate::errors::{Failure, Outcome};
 use crate::live_tensor::LiveTensor;
+use crate::resource_counts::EXTERNAL_BUFFERS;
+use dlbridge_napi::{Error, Result};
 
 /// A buffer for typed-array views of a tensor.
 pub(crate) struct ViewBuffer<'env> {
@@ -52,7 +52,7 @@ pub(crate) fn view_buffer<'env>(
     context: &Arc<EnvContext>,
     tensor: &Arc<LiveTensor>,
     alignment: usize,
-) -> Outcome<ViewBuffer<'env>> {
+) -> Result<ViewBuffer<'env>> {
     if let Some(memory) = tensor.js_memory() {
         if let Some(buffer) = memory.buffer(scope)? {
             return Ok(ViewBuffer {
@@ -67,7 +67,7 @@ pub(crate) fn view_buffer<'env>(
     let base = view.data_ptr().wrapping_offset(span.start) as usize;
     let offset = span.start.unsigned_abs();
     if base % alignment != 0 {
-        return Err(Failure::plain(
+        return Err(Error::plain(
             "ERR_DLBRIDGE_MISALIGNED",
             format!(
                 "the tensor's memory at {base:#x} is not aligned to {alignment} bytes, so no \
@@ -107,7 +107,7 @@ fn create_external<'env>(
     tensor: &Arc<LiveTensor>,
     base: usize,
     len: usize,
-) -> Outcome<Option<Handle<'env>>> {
+) -> Result<Option<Handle<'env>>> {
     // Node refuses larger buffers, and finalizes the hint of a refused one itself.
     context
         .require_engine()?
@@ -173,7 +173,7 @@ fn copy_view<'env>(
     scope: Scope<'env>,
     context: &EnvContext,
     view: &TensorView<'_>,
-) -> Outcome<ViewBuffer<'env>> {
+) -> Result<ViewBuffer<'env>> {
     let engine = context.require_engine()?;
     Ok(ViewBuffer {
         buffer: copy_to_arraybuffer(view, |len| engine.allocate_arraybuffer(scope, len))?,

@@ -6,10 +6,10 @@ use std::sync::Arc;
 
 use dlbridge::{copy, Flags, Order, Tensor, TensorView};
 
-use crate::diagnostics;
 use crate::env_context::EnvContext;
-use crate::errors::{Failure, Outcome};
+use crate::resource_counts;
 use dlbridge_napi::node_api::{Handle, Reference, Scope};
+use dlbridge_napi::{Error, Result};
 
 /// A pinned ArrayBuffer (or SharedArrayBuffer) of one environment.
 pub(crate) struct JsMemory {
@@ -32,9 +32,9 @@ impl JsMemory {
         context: Arc<EnvContext>,
         buffer: Handle<'_>,
         byte_offset: usize,
-    ) -> Outcome<JsMemory> {
+    ) -> Result<JsMemory> {
         let buffer = scope.create_reference(buffer, 1)?;
-        diagnostics::PINNED_JS_BUFFERS.increment();
+        resource_counts::PINNED_JS_BUFFERS.increment();
         Ok(JsMemory {
             context,
             buffer,
@@ -51,7 +51,7 @@ impl JsMemory {
     ///
     /// Fails with a `TypeError` if the buffer has been detached since, and with an `Error` if
     /// its environment (a worker) has exited: in both cases its memory is gone.
-    pub(crate) fn buffer<'env>(&self, scope: Scope<'env>) -> Outcome<Option<Handle<'env>>> {
+    pub(crate) fn buffer<'env>(&self, scope: Scope<'env>) -> Result<Option<Handle<'env>>> {
         if !self.context.is_alive() {
             return Err(memory_gone());
         }
@@ -60,7 +60,7 @@ impl JsMemory {
         }
         // SAFETY: a strong reference of this (live, current) environment, deleted only on drop.
         let buffer = unsafe { scope.reference_value(self.buffer) }
-            .ok_or_else(|| Failure::plain("ERR_DLBRIDGE_NODE_API", "pinned buffer is gone"))?;
+            .ok_or_else(|| Error::plain("ERR_DLBRIDGE_NODE_API", "pinned buffer is gone"))?;
         if buffer.is_detached() {
             return Err(detached());
         }
@@ -90,7 +90,7 @@ impl JsMemory {
 
     /// A Rust-owned, row-major copy of `view` (a view of this memory), made while the owning
     /// environment cannot tear down; `ERR_DLBRIDGE_MEMORY_GONE` once it has.
-    pub(crate) fn copy_out(&self, view: &TensorView<'_>) -> Outcome<Tensor> {
+    pub(crate) fn copy_out(&self, view: &TensorView<'_>) -> Result<Tensor> {
         let copied = self
             .context
             .while_alive(|| copy::to_contiguous(view, Order::C))
@@ -100,7 +100,7 @@ impl JsMemory {
 
     /// Fails if the buffer's environment (a worker) has exited; the buffer itself is not looked
     /// at (see [`check_alive`](Self::check_alive)).
-    pub(crate) fn check_environment(&self) -> Outcome<()> {
+    pub(crate) fn check_environment(&self) -> Result<()> {
         match self.context.is_alive() {
             true => Ok(()),
             false => Err(memory_gone()),
@@ -108,7 +108,7 @@ impl JsMemory {
     }
 
     /// Fails if the memory is gone (detached buffer, exited worker); see [`JsMemory::buffer`].
-    pub(crate) fn check_alive(&self, scope: Scope<'_>) -> Outcome<()> {
+    pub(crate) fn check_alive(&self, scope: Scope<'_>) -> Result<()> {
         self.buffer(scope).map(drop)
     }
 }
@@ -120,16 +120,16 @@ impl Drop for JsMemory {
 }
 
 /// The `Error` for memory of a worker that has exited.
-fn memory_gone() -> Failure {
-    Failure::plain(
+fn memory_gone() -> Error {
+    Error::plain(
         "ERR_DLBRIDGE_MEMORY_GONE",
         "the tensor's typed array belonged to a worker that has exited: its memory is gone",
     )
 }
 
 /// The `TypeError` for memory whose ArrayBuffer was detached (transferred or released).
-pub(crate) fn detached() -> Failure {
-    Failure::type_error(
+pub(crate) fn detached() -> Error {
+    Error::type_error(
         "ERR_DLBRIDGE_DETACHED",
         "the typed array's ArrayBuffer is detached (transferred or released): its memory is gone",
     )

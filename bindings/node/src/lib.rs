@@ -7,13 +7,14 @@
 //!   views over one ArrayBuffer per memory block ([`external`], [`block_registry`]); `close`
 //!   lets go of a tensor at once.
 //! - [`elements`]: `get` / `set`, one element read or written in place through the strides.
-//! - [`pointer_io`]: DLPack managed-tensor pointers as BigInts, for other native addons.
+//! - [`pointers`]: DLPack managed-tensor pointers as BigInts, for other native addons
+//!   (`importPointer`, `releasePointer`, `addressOf`), over the mechanics of [`pointer_io`].
 //! - [`shared_memory`]: `emptyShared`, `toShared`, `fromShared`: tensors in POSIX shared-memory
 //!   segments, for runtimes that cannot share a process.
 //! - [`env_context`], [`js_memory`], [`release_queue`]: per-environment state (main thread and
 //!   workers), JS buffers pinned from any thread and released on their own; [`engine`]: the
-//!   engine's limits and intrinsics, handed over by index.js (`initEnvironment`), which gets
-//!   the hot [`entry_points`] back.
+//!   engine's limits and intrinsics, handed over by index.js through `initEnvironment`
+//!   ([`entry_points`]), which gives the hot entry points back.
 //! - [`errors`]: the one mapping to JS error classes; [`arguments`]: argument checks;
 //!   the raw Node-API calls go through `dlbridge_napi::node_api`.
 //! - [`diagnostics`]: `diagnostics()`, the native side's counts of live and released resources.
@@ -25,13 +26,23 @@
 
 use napi_derive::napi;
 
-mod arguments;
-mod block_registry;
+// The entry points: the modules whose `#[napi]` items (and hand-made native functions) JavaScript
+// calls, as napi-rs collects its exports at the top. No module below them imports one.
 mod constructors;
 mod diagnostics;
 mod elements;
-mod engine;
 mod entry_points;
+mod pointers;
+mod shared_memory;
+mod tensor;
+#[cfg(feature = "test-hooks")]
+mod test_hooks;
+
+// The mechanics the entry points share: argument reading, errors, engine facts, per-environment
+// state, pinned JS memory, external buffers, exports, resource counts.
+mod arguments;
+mod block_registry;
+mod engine;
 mod env_context;
 mod errors;
 mod external;
@@ -39,10 +50,7 @@ mod js_memory;
 mod live_tensor;
 mod pointer_io;
 mod release_queue;
-mod shared_memory;
-mod tensor;
-#[cfg(feature = "test-hooks")]
-mod test_hooks;
+mod resource_counts;
 
 /// The DLPack version this build speaks, as `[major, minor]`.
 #[napi(js_name = "DLPACK_VERSION")]

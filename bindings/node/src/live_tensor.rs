@@ -7,10 +7,10 @@ use std::sync::Arc;
 
 use dlbridge::{AsTensorView, Tensor, TensorView};
 
-use crate::diagnostics::{LIVE_TENSORS, RELEASED_TENSORS};
-use crate::errors::Outcome;
 use crate::js_memory::JsMemory;
+use crate::resource_counts::{LIVE_TENSORS, RELEASED_TENSORS};
 use dlbridge_napi::node_api::Scope;
+use dlbridge_napi::Result;
 
 /// A tensor and its memory's keeper.
 pub(crate) struct LiveTensor {
@@ -49,7 +49,7 @@ impl LiveTensor {
     /// view a worker's memory in place: it vanishes when the worker exits): a Rust-owned
     /// row-major copy made now, flagged IS_COPIED (`ERR_DLBRIDGE_MEMORY_GONE` if the worker has
     /// exited). `None` where the environment of `scope` may hold this tensor itself.
-    pub(crate) fn copy_for_environment(&self, scope: Scope<'_>) -> Option<Outcome<Tensor>> {
+    pub(crate) fn copy_for_environment(&self, scope: Scope<'_>) -> Option<Result<Tensor>> {
         let memory = self.js_memory.as_ref()?;
         (!memory.viewable_from(scope)).then(|| memory.copy_out(&self.view()))
     }

@@ -1,5 +1,6 @@
-//! Raw DLPack managed-tensor pointers (BigInt addresses) for interop with other native addons
-//! and frontends through the C ABI, and `addressOf` for proving zero-copy.
+//! The mechanics of raw DLPack managed-tensor pointers, for interop with other native addons
+//! and frontends through the C ABI: exporting a tensor (`exportPointer`, other addons'
+//! arguments) and taking ownership of a pointer (`importPointer`).
 //!
 //! Exports are remembered until their deleter runs, so importing our own export (in any
 //! environment) gives back the very tensor that was exported, JS buffer included, instead of a
@@ -12,17 +13,12 @@ use std::sync::{Arc, LazyLock, Mutex, Weak};
 
 use dlbridge::ffi::{DLManagedTensor, DLManagedTensorVersioned};
 use dlbridge::{export, AsTensorView, Flags, ManagedTensor, Tensor as CoreTensor, TensorView};
-use napi::bindgen_prelude::{BigInt, Unknown};
-use napi::Env;
-use napi_derive::napi;
 
-use crate::arguments::{describe, Options};
-use crate::diagnostics::PENDING_EXPORTS;
-use crate::errors::{Failure, OrThrow, Outcome};
-use crate::js_memory::detached;
+use crate::arguments::Options;
 use crate::live_tensor::LiveTensor;
-use crate::tensor::Tensor;
-use dlbridge_napi::node_api::{Handle, JsType, Scope};
+use crate::resource_counts::PENDING_EXPORTS;
+use dlbridge_napi::node_api::Scope;
+use dlbridge_napi::{Error, Result};
 
 /// An export of ours that no consumer has deleted yet.
 struct LiveExport {
@@ -84,7 +80,7 @@ pub(crate) struct ExportOptions {
 
 impl ExportOptions {
     /// Reads `{legacy?, unsafeIgnoreReadOnly?}`.
-    pub(crate) fn read(options: &Options<'_>) -> Outcome<Self> {
+    pub(crate) fn read(options: &Options<'_>) -> Result<Self> {
         Ok(ExportOptions {
             legacy: options.bool(c"legacy")?.unwrap_or(false),
             ignore_read_only: options.bool(c"unsafeIgnoreReadOnly")?.unwrap_or(false),
@@ -99,7 +95,7 @@ pub(crate) fn export(
     scope: Scope<'_>,
     tensor: &Arc<LiveTensor>,
     options: &ExportOptions,
-) -> Outcome<u64> {
+) -> Result<u64> {
     let (address, legacy, address_slot) = export_unremembered(scope, tensor, options)?;
     address_slot.store(address, Ordering::Release);
     live_exports().insert(
@@ -119,7 +115,7 @@ pub(crate) fn export_unremembered(
     scope: Scope<'_>,
     tensor: &Arc<LiveTensor>,
     options: &ExportOptions,
-) -> Outcome<(usize, bool, Arc<AtomicUsize>)> {
+) -> Result<(usize, bool, Arc<AtomicUsize>)> {
     let ExportOptions {
         legacy,
         ignore_read_only,
@@ -131,7 +127,7 @@ pub(crate) fn export_unremembered(
     let address = if legacy {
         export::to_legacy(exported, ignore_read_only)
             .map_err(|_| {
-                Failure::plain(
+                Error::plain(
                     "ERR_DLBRIDGE_READ_ONLY",
                     "the tensor is read-only and a legacy DLManagedTensor cannot say so: export a \
                      versioned tensor, or pass {unsafeIgnoreReadOnly: true} if the consumer will \
@@ -152,34 +148,17 @@ pub(crate) fn export_for_call(tensor: &Arc<LiveTensor>) -> NonNull<DLManagedTens
     export::to_versioned(exported, Flags::empty())
 }
 
-/// A pointer argument: a BigInt address.
-fn address(value: Handle<'_>, what: &str) -> Outcome<usize> {
-    if value.js_type() != JsType::BigInt {
-        return Err(Failure::type_error(
-            "ERR_DLBRIDGE_INVALID_ARGUMENT",
-            format!("{what} must be a BigInt address, got {}", describe(value)),
-        ));
-    }
-    match value.bigint_u64() {
-        Some((address, true)) if usize::try_from(address).is_ok() => Ok(address as usize),
-        _ => Err(Failure::range_error(
-            "ERR_DLBRIDGE_INVALID_ADDRESS",
-            format!("{what} is not an address of this machine"),
-        )),
-    }
-}
-
 /// Takes ownership of the managed tensor at `address` (versioned unless `legacy`), for the
 /// environment of `scope`.
 ///
 /// # Safety
 /// `address` is 0 or a managed tensor of that kind whose ownership passes to us.
-unsafe fn take(
+pub(crate) unsafe fn take(
     scope: Scope<'_>,
     address: usize,
     legacy: bool,
     flags: Flags,
-) -> Outcome<Arc<LiveTensor>> {
+) -> Result<Arc<LiveTensor>> {
     let own = live_exports()
         .get(&address)
         .map(|e| (e.tensor.upgrade(), e.legacy));
@@ -190,7 +169,7 @@ unsafe fn take(
             } else {
                 ("DLManagedTensorVersioned", "legacy")
             };
-            return Err(Failure::type_error(
+            return Err(Error::type_error(
                 "ERR_DLBRIDGE_POINTER_KIND",
                 format!("{address:#x} was exported as a {was}, not imported as {asked}"),
             ));
@@ -221,7 +200,11 @@ unsafe fn take(
 ///
 /// # Safety
 /// As for [`take`].
-unsafe fn import_managed(address: usize, legacy: bool, flags: Flags) -> Outcome<ManagedTensor> {
+pub(crate) unsafe fn import_managed(
+    address: usize,
+    legacy: bool,
+    flags: Flags,
+) -> Result<ManagedTensor> {
     // SAFETY: the caller's contract.
     let imported = unsafe {
         if legacy {
@@ -231,86 +214,4 @@ unsafe fn import_managed(address: usize, legacy: bool, flags: Flags) -> Outcome<
         }
     };
     Ok(imported?)
-}
-
-/// Imports a DLPack managed-tensor pointer (a BigInt address) made by another native addon,
-/// or by `exportPointer`. The tensor takes ownership: its deleter runs when the tensor (and
-/// every typed array over it) is collected.
-///
-/// **Unsafe by nature**: the address must be a live managed tensor that nobody else will
-/// delete; a wrong address crashes the process.
-#[napi(js_name = "importPointer")]
-pub fn import_pointer(
-    env: &Env,
-    address_value: Unknown<'_>,
-    options: Option<Unknown<'_>>,
-) -> napi::Result<Tensor> {
-    let scope = Scope::new(env);
-    let imported = || -> Outcome<Tensor> {
-        let address = address(scope.adopt(&address_value), "importPointer: address")?;
-        let options = Options::new(
-            options.as_ref().map(|v| scope.adopt(v)),
-            "importPointer",
-            &["legacy", "readonly"],
-        )?;
-        let legacy = options.bool(c"legacy")?.unwrap_or(false);
-        // A legacy tensor cannot say "read-only": it is imported read-only unless the caller
-        // answers for the memory being writable (`readonly: false`).
-        let flags = match options.bool(c"readonly")?.unwrap_or(legacy) {
-            true => Flags::READ_ONLY,
-            false => Flags::empty(),
-        };
-        // SAFETY: the documented contract of `importPointer`: the caller hands us ownership of a
-        // live managed tensor of the kind it names.
-        let tensor = unsafe { take(scope, address, legacy, flags) }?;
-        Ok(Tensor::new(tensor))
-    };
-    imported().or_throw(env)
-}
-
-/// Calls the deleter of a managed-tensor pointer without importing it (for exports that no
-/// consumer took). **Unsafe by nature**, like `importPointer`.
-#[napi(js_name = "releasePointer")]
-pub fn release_pointer(
-    env: &Env,
-    address_value: Unknown<'_>,
-    options: Option<Unknown<'_>>,
-) -> napi::Result<()> {
-    let scope = Scope::new(env);
-    let released = || -> Outcome<()> {
-        let address = address(scope.adopt(&address_value), "releasePointer: address")?;
-        let options = Options::new(
-            options.as_ref().map(|v| scope.adopt(v)),
-            "releasePointer",
-            &["legacy"],
-        )?;
-        let legacy = options.bool(c"legacy")?.unwrap_or(false);
-        // SAFETY: the documented contract: a live managed tensor whose ownership we take. The
-        // import runs the deleter on drop, and also when validation fails (so that is ignored).
-        match unsafe { import_managed(address, legacy, Flags::empty()) } {
-            Err(failure) if address == 0 => Err(failure),
-            _ => Ok(()),
-        }
-    };
-    released().or_throw(env)
-}
-
-/// The address of a typed array's first element (its byteOffset applied), as a BigInt.
-#[napi(js_name = "addressOf")]
-pub fn address_of(env: &Env, array: Unknown<'_>) -> napi::Result<BigInt> {
-    let scope = Scope::new(env);
-    let found = || -> Outcome<u64> {
-        let array = scope.adopt(&array);
-        let info = array.typed_array_info()?.ok_or_else(|| {
-            Failure::type_error(
-                "ERR_DLBRIDGE_INVALID_ARGUMENT",
-                format!("addressOf expects a typed array, got {}", describe(array)),
-            )
-        })?;
-        if info.buffer.is_detached() {
-            return Err(detached());
-        }
-        Ok(info.data as u64)
-    };
-    found().map(BigInt::from).or_throw(env)
 }

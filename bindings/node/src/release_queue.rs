@@ -15,8 +15,8 @@ use std::sync::{Arc, RwLock};
 
 use dlbridge_napi::node_api::{RawEnv, RawValue, Reference, Scope, ThreadsafeFunction};
 
-use crate::diagnostics::PINNED_JS_BUFFERS;
-use crate::errors::{Failure, Outcome};
+use crate::resource_counts::PINNED_JS_BUFFERS;
+use dlbridge_napi::{Error, Result};
 
 /// One environment's queue of references to delete on its thread.
 pub(crate) struct ReleaseQueue {
@@ -29,7 +29,7 @@ struct PendingRelease(Reference);
 
 impl ReleaseQueue {
     /// Creates the queue of the current environment. It does not keep the event loop alive.
-    pub(crate) fn new(scope: Scope<'_>) -> Outcome<Arc<ReleaseQueue>> {
+    pub(crate) fn new(scope: Scope<'_>) -> Result<Arc<ReleaseQueue>> {
         let queue = Arc::new(ReleaseQueue {
             function: RwLock::new(None),
         });
@@ -47,7 +47,7 @@ impl ReleaseQueue {
         let function = function.map_err(|err| {
             // SAFETY: the Arc leaked above was not handed to Node.
             drop(unsafe { Arc::from_raw(finalize_data as *const ReleaseQueue) });
-            Failure::plain(
+            Error::plain(
                 "ERR_DLBRIDGE_NODE_API",
                 format!("cannot create the release queue: {}", err.message()),
             )

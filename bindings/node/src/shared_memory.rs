@@ -9,10 +9,11 @@ use napi_derive::napi;
 
 use crate::arguments::{describe, integer_list, Options};
 use crate::constructors::dtype_argument;
-use crate::errors::{shm_open_failure, Failure, OrThrow, Outcome};
+use crate::errors::{shm_open_failure, OrThrow};
 use crate::live_tensor::LiveTensor;
 use crate::tensor::Tensor;
 use dlbridge_napi::node_api::{Handle, JsType, Scope};
+use dlbridge_napi::{Error, Result};
 
 /// What `emptyShared` returns: the segment's handle and this side's tensor over it.
 #[napi(object, object_from_js = false)]
@@ -24,13 +25,13 @@ pub struct SharedAllocation {
 }
 
 /// A handle argument: a string (its content is checked by the core).
-fn handle_argument(value: Handle<'_>, what: &str) -> Outcome<String> {
+fn handle_argument(value: Handle<'_>, what: &str) -> Result<String> {
     match value.js_type() {
         JsType::String => value.string_value(),
         _ => None,
     }
     .ok_or_else(|| {
-        Failure::type_error(
+        Error::type_error(
             "ERR_DLBRIDGE_INVALID_ARGUMENT",
             format!(
                 "{what} must be a shared-memory handle string, got {}",
@@ -41,10 +42,10 @@ fn handle_argument(value: Handle<'_>, what: &str) -> Outcome<String> {
 }
 
 /// A `Tensor` argument, with this crate's `TypeError` (not napi-rs's) for anything else.
-fn tensor_argument<'env>(value: Handle<'env>, what: &str) -> Outcome<&'env Tensor> {
+fn tensor_argument<'env>(value: Handle<'env>, what: &str) -> Result<&'env Tensor> {
     // SAFETY: `Tensor` is a `#[napi]` class whose methods all take `&self`.
     unsafe { value.class_instance::<Tensor>() }.ok_or_else(|| {
-        Failure::type_error(
+        Error::type_error(
             "ERR_DLBRIDGE_INVALID_ARGUMENT",
             format!("{what} must be a Tensor, got {}", describe(value)),
         )
@@ -61,7 +62,7 @@ pub fn empty_shared(
     dtype: Option<Unknown<'_>>,
 ) -> napi::Result<SharedAllocation> {
     let scope = Scope::new(env);
-    let made = || -> Outcome<SharedAllocation> {
+    let made = || -> Result<SharedAllocation> {
         let shape = integer_list(scope.adopt(&shape), "emptyShared: shape", true)?;
         let dtype = dtype_argument(scope, dtype.as_ref(), "emptyShared: dtype")?;
         let segment = shm::empty(&shape, dtype)?;
@@ -82,7 +83,7 @@ pub fn empty_shared(
 #[napi(js_name = "toShared")]
 pub fn to_shared(env: &Env, tensor: Unknown<'_>) -> napi::Result<String> {
     let scope = Scope::new(env);
-    let shared = || -> Outcome<String> {
+    let shared = || -> Result<String> {
         let tensor = tensor_argument(scope.adopt(&tensor), "toShared: tensor")?.shared()?;
         if let Some(memory) = tensor.js_memory() {
             memory.check_alive(scope)?;
@@ -101,7 +102,7 @@ pub fn from_shared(
     options: Option<Unknown<'_>>,
 ) -> napi::Result<Tensor> {
     let scope = Scope::new(env);
-    let opened = || -> Outcome<Tensor> {
+    let opened = || -> Result<Tensor> {
         let handle = handle_argument(scope.adopt(&handle), "fromShared: handle")?;
         let options = Options::new(
             options.as_ref().map(|v| scope.adopt(v)),

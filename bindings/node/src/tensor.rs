@@ -16,11 +16,12 @@ use napi_derive::napi;
 use crate::arguments::Options;
 use crate::engine::Engine;
 use crate::env_context::EnvContext;
-use crate::errors::{Failure, OrThrow, Outcome};
+use crate::errors::OrThrow;
 use crate::external::view_buffer;
 use crate::live_tensor::LiveTensor;
 use crate::pointer_io;
 use dlbridge_napi::typed_arrays::{js_layout, JsLayout};
+use dlbridge_napi::{Error, Result};
 
 /// A DLPack tensor: metadata plus memory kept alive for as long as anyone (JS, Rust, another
 /// addon through a managed-tensor pointer) holds it.
@@ -95,7 +96,7 @@ impl Tensor {
         self,
         scope: Scope<'env>,
         engine: &Engine,
-    ) -> Outcome<Handle<'env>> {
+    ) -> Result<Handle<'env>> {
         let class = engine.tensor_class(scope)?;
         // napi-rs's constructor of a class without `#[napi(constructor)]` throws unless its
         // factory flag is set, as napi-rs sets it around its own `napi_new_instance`.
@@ -112,7 +113,7 @@ impl Tensor {
             return Err(err);
         }
         if !object.add_type_tag(&<Tensor as TypeTag>::type_tag()) {
-            return Err(Failure::plain(
+            return Err(Error::plain(
                 "ERR_DLBRIDGE_NODE_API",
                 "cannot tag a Tensor object",
             ));
@@ -122,13 +123,13 @@ impl Tensor {
 
     /// The shared tensor; `ERR_DLBRIDGE_CLOSED` once `close` ran. Callers take it after
     /// running any JavaScript (option getters), which may close the tensor.
-    pub(crate) fn shared(&self) -> Outcome<Arc<LiveTensor>> {
+    pub(crate) fn shared(&self) -> Result<Arc<LiveTensor>> {
         self.shared
             .try_borrow()
             .ok()
             .and_then(|shared| shared.clone())
             .ok_or_else(|| {
-                Failure::plain(
+                Error::plain(
                     "ERR_DLBRIDGE_CLOSED",
                     "the tensor was closed: it no longer holds its memory",
                 )
@@ -147,7 +148,7 @@ impl Tensor {
         &self,
         scope: Scope<'env>,
         options: Option<Handle<'env>>,
-    ) -> Outcome<Handle<'env>> {
+    ) -> Result<Handle<'env>> {
         let options = Options::new(options, "toTypedArray", &["copy", "unsafeIgnoreReadOnly"])?;
         let copy = options.bool(c"copy")?.unwrap_or(false);
         let ignore_read_only = options.bool(c"unsafeIgnoreReadOnly")?.unwrap_or(false);
@@ -180,7 +181,7 @@ impl Tensor {
             return scope.create_typed_array(layout.kind, length, buffer, 0);
         }
         if view.is_read_only() && !ignore_read_only {
-            return Err(Failure::plain(
+            return Err(Error::plain(
                 "ERR_DLBRIDGE_READ_ONLY",
                 "the tensor is read-only and typed arrays are always writable: pass {copy: true} \
                  for a private copy, or {unsafeIgnoreReadOnly: true} for a writable view of memory \
@@ -188,7 +189,7 @@ impl Tensor {
             ));
         }
         if !view.is_contiguous(Order::C) {
-            return Err(Failure::plain(
+            return Err(Error::plain(
                 "ERR_DLBRIDGE_NOT_CONTIGUOUS",
                 format!(
                     "a typed array views row-major (C-contiguous) memory only; shape {:?} with \
@@ -214,7 +215,7 @@ impl Tensor {
     fn cached_view_buffer<'env>(
         &self,
         scope: Scope<'env>,
-    ) -> Outcome<Option<(Handle<'env>, usize)>> {
+    ) -> Result<Option<(Handle<'env>, usize)>> {
         let Some(cached) = self.view_buffer.get() else {
             return Ok(None);
         };
@@ -222,7 +223,7 @@ impl Tensor {
         // which is the caller's (a JS object never leaves its environment); deleted only when
         // the object is collected.
         let buffer = unsafe { scope.reference_value(cached.reference) }
-            .ok_or_else(|| Failure::plain("ERR_DLBRIDGE_NODE_API", "the view buffer is gone"))?;
+            .ok_or_else(|| Error::plain("ERR_DLBRIDGE_NODE_API", "the view buffer is gone"))?;
         if buffer.is_detached() {
             return Err(crate::js_memory::detached());
         }
@@ -238,7 +239,7 @@ impl Tensor {
         context: &Arc<EnvContext>,
         shared: &Arc<LiveTensor>,
         layout: JsLayout,
-    ) -> Outcome<(Handle<'env>, usize)> {
+    ) -> Result<(Handle<'env>, usize)> {
         let made = view_buffer(scope, context, shared, layout.kind.element_size())?;
         let reference = scope.create_reference(made.buffer, 1)?;
         let held = ViewBufferRef {
