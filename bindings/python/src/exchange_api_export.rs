@@ -4,10 +4,10 @@
 //!   "dlpack_exchange_api" (and, for consumers of the older spelling, as the integer
 //!   `__c_dlpack_exchange_api__`), so that torch, tvm-ffi and other C-level consumers skip
 //!   `__dlpack__` and its capsule.
-//! - Theirs: `dlbridge_pyo3::consumer::exchange_api` finds the table a producer's type publishes,
-//!   validates it once (a capsule with the right name, major version 1, required entries
-//!   non-NULL; never an integer address, which pure Python can forge) and caches the answer per
-//!   type.
+//! - Theirs: `dlbridge_pyo3::consumer::producer_type(obj).exchange_api()` finds the table a
+//!   producer's type publishes, validates it once (a capsule with the right name, major version
+//!   1, required entries non-NULL; never an integer address, which pure Python can forge) and
+//!   caches the answer per type.
 
 use std::ffi::{c_int, c_void, CStr};
 use std::panic::{catch_unwind, AssertUnwindSafe};

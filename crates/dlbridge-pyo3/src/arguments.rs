@@ -17,10 +17,10 @@ use pyo3::exceptions::{PyIndexError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 
 use crate::argument_errors::argument_error;
-use crate::autograd;
-use crate::buffer_import::LentBuffer;
+use crate::consumer::autograd;
+use crate::consumer::import::{import, Access, Source};
+use crate::consumer::LentBuffer;
 use crate::errors::to_py_err;
-use crate::import::{import, Access, Source};
 
 pub use dlbridge::argument_spec::ANY_NDIM;
 

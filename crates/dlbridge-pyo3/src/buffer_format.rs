@@ -1,6 +1,6 @@
 //! The one table between DLPack dtypes and the `struct`-module formats of the buffer protocol:
 //! the format a tensor's buffer announces (`memoryview(t)`, `numpy.asarray(t)`) and the dtype a
-//! producer's buffer is read as (see [`LentBuffer`](crate::consumer::LentBuffer)).
+//! producer's buffer is read as (by the import's buffer-protocol route).
 
 use std::ffi::{c_char, CStr};
 

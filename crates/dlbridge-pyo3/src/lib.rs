@@ -113,28 +113,21 @@
 // limited API), its dtype ↔ buffer-format table and its interned names; they are not for users.
 mod argument_errors;
 mod arguments;
-mod autograd;
 #[doc(hidden)]
 pub mod buffer_format;
-mod buffer_import;
 mod capsule;
 pub mod consumer;
 mod errors;
-mod exchange_api_import;
 mod export;
 #[doc(hidden)]
 pub mod ffi;
 mod immutable_type;
-mod import;
 #[doc(hidden)]
 pub mod interned;
 pub mod producer;
-mod pybox;
-mod solid_base;
-mod type_cache;
 
 pub use arguments::{PyTensor, PyTensorMut, PyTensorRef, ANY_NDIM};
+pub use consumer::import::from_dlpack;
 pub use errors::to_py_err;
 pub use export::{Export, ExportedTensor};
 pub use immutable_type::make_immutable;
-pub use import::from_dlpack;

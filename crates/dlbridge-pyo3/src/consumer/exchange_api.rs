@@ -5,7 +5,7 @@
 //! code can make) holding a table of major version 1 whose required entries are non-NULL. An
 //! integer address (the older `__c_dlpack_exchange_api__` spelling's form) is refused: any
 //! Python code can forge one. A valid table is used only for types whose instances are laid out
-//! by the shared object its code comes from (see [`solid_base`](crate::solid_base)): pure Python
+//! by the shared object its code comes from (see [`solid_base`](super::solid_base)): pure Python
 //! can copy a table onto any class, but not make that class's instances the table's tensors.
 
 use std::ffi::{c_int, c_void, CStr};
@@ -18,9 +18,9 @@ use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::{PyCapsule, PyType};
 
+use super::solid_base;
 use crate::errors::to_py_err;
 use crate::interned;
-use crate::solid_base;
 
 /// Capsule name of an exchange API table.
 pub const CAPSULE_NAME: &CStr = c"dlpack_exchange_api";
@@ -88,8 +88,8 @@ pub enum ExchangeApi {
     Unusable(String),
 }
 
-/// Reads what `ty` publishes under either attribute name (uncached; see
-/// [`exchange_api`](crate::consumer::exchange_api) for the cached answer).
+/// Reads what `ty` publishes under either attribute name (uncached: the type cache keeps the
+/// answer for each type).
 pub(crate) fn probe(ty: &Bound<'_, PyType>) -> ExchangeApi {
     let py = ty.py();
     let i = interned::get(py);
@@ -99,7 +99,7 @@ pub(crate) fn probe(ty: &Bound<'_, PyType>) -> ExchangeApi {
             continue;
         };
         match read_table(&value)
-            .and_then(|entry| solid_base::check_entry(ty, entry).map(|()| entry))
+            .and_then(|entry| solid_base::check_entry(ty, entry as *const c_void).map(|()| entry))
         {
             Ok(from_py_object) => {
                 return ExchangeApi::Usable(ExchangeEntry {

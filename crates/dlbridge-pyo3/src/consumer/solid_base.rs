@@ -17,8 +17,6 @@ use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::PyType;
 
-use crate::exchange_api_import::FromPyObjectFn;
-
 /// A shared object (library, extension module or executable) of the process.
 #[derive(Clone, Debug, PartialEq, Eq)]
 struct SharedObject {
@@ -108,11 +106,11 @@ fn layout(ty: &Bound<'_, PyType>) -> Layout {
     Layout::Interpreter
 }
 
-/// Whether `ty`'s instances may be handed to `entry`, a table's
+/// Whether `ty`'s instances may be handed to the code at `entry`, a table's
 /// `managed_tensor_from_py_object_no_sync`: `Ok` when the entry point lives in the shared object
 /// that defines the instances' layout, else a description of the mismatch for error messages.
-pub(crate) fn check_entry(ty: &Bound<'_, PyType>, entry: FromPyObjectFn) -> Result<(), String> {
-    let table = shared_object(entry as *const c_void);
+pub(crate) fn check_entry(ty: &Bound<'_, PyType>, entry: *const c_void) -> Result<(), String> {
+    let table = shared_object(entry);
     let table_name = table
         .as_ref()
         .map_or_else(|| "an unknown shared object".to_owned(), |t| t.name.clone());

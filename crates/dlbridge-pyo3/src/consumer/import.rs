@@ -13,13 +13,13 @@ use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::PyTuple;
 
-use crate::buffer_import::LentBuffer;
-use crate::capsule::{consume_capsule, is_capsule};
-use crate::exchange_api_import::ExchangeApi;
+use super::buffer::LentBuffer;
+use super::capsule::{consume_capsule, is_capsule};
+use super::exchange_api::ExchangeApi;
+use super::pybox::PyBox;
+use super::type_cache::{lookup, TypeInfo};
 use crate::ffi::{vectorcall_method, PY_VECTORCALL_ARGUMENTS_OFFSET};
 use crate::interned;
-use crate::pybox::PyBox;
-use crate::type_cache::{lookup, TypeInfo};
 
 /// An imported tensor: a DLPack managed tensor, or a buffer the producer lends.
 pub(crate) enum Source {

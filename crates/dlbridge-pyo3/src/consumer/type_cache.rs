@@ -10,9 +10,9 @@ use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::PyType;
 
-use crate::autograd::GradAttr;
-use crate::buffer_import::{self, LentBuffer};
-use crate::exchange_api_import::{self, ExchangeApi};
+use super::autograd::GradAttr;
+use super::buffer::{self, LentBuffer};
+use super::exchange_api::{self, ExchangeApi};
 use crate::interned;
 
 /// What a type offers for importing its instances.
@@ -123,7 +123,7 @@ fn insert(obj: &Bound<'_, PyAny>) -> Known {
 fn type_info(obj: &Bound<'_, PyAny>) -> TypeInfo {
     let ty: Bound<'_, PyType> = obj.get_type();
     let py = ty.py();
-    let exchange_api = exchange_api_import::probe(&ty);
+    let exchange_api = exchange_api::probe(&ty);
     let grad = GradAttr::probe(&ty);
     let autograd = !matches!(grad, GradAttr::Absent);
     TypeInfo {
@@ -132,7 +132,7 @@ fn type_info(obj: &Bound<'_, PyAny>) -> TypeInfo {
         // buffers. Nor do types with autograd, whose buffers cannot say that memory is tracked.
         buffers: !matches!(exchange_api, ExchangeApi::Usable(_))
             && !autograd
-            && buffer_import::supported(obj)
+            && buffer::supported(obj)
             && ty
                 .hasattr(interned::get(py).dlpack.bind(py))
                 .unwrap_or(false),

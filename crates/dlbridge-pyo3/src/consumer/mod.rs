@@ -14,16 +14,30 @@
 //! Whatever the route, a tensor whose [`ProducerType::requires_grad`] is true is to be marked
 //! read-only ([`dlbridge::ManagedTensor::mark_read_only`]).
 
+// The import route, one part per file: `capsule` (consuming capsules), `exchange_api` (producers'
+// C exchange API tables) and `solid_base` (whether a table may be called on a type's instances),
+// `buffer` (the buffer-protocol route), `autograd` (the requires-grad rule), `type_cache` (what
+// each producer type offers, learned once), `pybox` (per-call allocations) and `import`, which
+// tries them in order. None of them imports this file.
+pub(crate) mod autograd;
+mod buffer;
+mod capsule;
+mod exchange_api;
+pub(crate) mod import;
+mod pybox;
+mod solid_base;
+mod type_cache;
+
 use dlbridge::ManagedTensor;
 use pyo3::prelude::*;
 
-pub use crate::buffer_import::LentBuffer;
-pub use crate::capsule::{consume_capsule, is_capsule};
-pub use crate::exchange_api_import::{ExchangeApi, ExchangeEntry, FromPyObjectFn, CAPSULE_NAME};
+pub use self::buffer::LentBuffer;
+pub use self::capsule::{consume_capsule, is_capsule};
+pub use self::exchange_api::{ExchangeApi, ExchangeEntry, FromPyObjectFn, CAPSULE_NAME};
+pub use self::import::{call_dunder_dlpack, is_signature_error};
 pub use crate::ffi::lookup_symbol;
-pub use crate::import::{call_dunder_dlpack, is_signature_error};
 
-use crate::type_cache::{lookup, Known};
+use self::type_cache::{lookup, Known};
 
 /// What a producer's type offers for importing its instances, learned on first sight and cached
 /// for the life of the process (64 types; others are probed on every call).
