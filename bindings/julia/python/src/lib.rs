@@ -2,12 +2,14 @@
 //! arguments taken from any DLPack producer and array results returned as `dlbridge.Tensor`s,
 //! never copied.
 
-use std::ffi::{c_int, c_void, CStr};
+use std::ffi::{c_int, c_void};
 
 use dlbridge::export::to_versioned;
 use dlbridge::ffi::{DLManagedTensorVersioned, DLPackExchangeAPI};
-use dlbridge::{Flags, ManagedTensor, Tensor};
+use dlbridge::{Flags, Tensor};
 use dlbridge_julia::{Argument, Error, Julia, Output};
+use dlbridge_pyo3::consumer::CAPSULE_NAME;
+use dlbridge_pyo3::PyTensor;
 use pyo3::exceptions::{PyRuntimeError, PySystemExit, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
@@ -18,9 +20,6 @@ use pyo3::{ffi, intern};
 // DLBridge.jl loads them from here (see dlbridge-julia's default library), so the installed wheel
 // does not depend on a libdlbridge built elsewhere.
 extern crate dlbridge_capi as _;
-
-/// Name of the capsule holding a type's DLPack C exchange API table.
-const EXCHANGE_API: &CStr = c"dlpack_exchange_api";
 
 /// A Julia value that has no Python counterpart (a function, a dictionary, ...), by its summary.
 #[pyclass(module = "dlbridge.julia", frozen)]
@@ -63,34 +62,14 @@ fn permuted(x: Bound<'_, PyAny>) -> Permuted {
     Permuted { tensor: x.unbind() }
 }
 
-/// The `dlbridge` module's `from_dlpack`, looked up once.
-fn from_dlpack(py: Python<'_>) -> PyResult<&Bound<'_, PyAny>> {
-    static FROM_DLPACK: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
-    FROM_DLPACK
-        .get_or_try_init(py, || {
-            Ok::<_, PyErr>(py.import("dlbridge")?.getattr("from_dlpack")?.unbind())
-        })
-        .map(|f| f.bind(py))
-}
-
-/// The entry points of `dlbridge.Tensor`'s C exchange API (`__dlpack_c_exchange_api__`), looked
-/// up once: a `dlbridge.Tensor` is exported, and a managed tensor wrapped as one, in one C call
-/// each, without a capsule.
+/// `dlbridge.Tensor`'s `managed_tensor_to_py_object_no_sync`, from its C exchange API
+/// (`__dlpack_c_exchange_api__`), looked up once: an array result is wrapped as a
+/// `dlbridge.Tensor` in one C call, without a capsule.
 #[derive(Clone, Copy)]
 struct TensorApi {
-    /// `dlbridge.Tensor` itself.
-    ty: *mut ffi::PyTypeObject,
-    /// Exports a `dlbridge.Tensor` (a new reference to its memory).
-    from_py_object: unsafe extern "C" fn(*mut c_void, *mut *mut DLManagedTensorVersioned) -> c_int,
     /// Wraps (and owns) a managed tensor as a `dlbridge.Tensor`.
     to_py_object: unsafe extern "C" fn(*mut DLManagedTensorVersioned, *mut *mut c_void) -> c_int,
 }
-
-// SAFETY: a type object and two function pointers of the `dlbridge` extension, which is never
-// unloaded; they are used with the GIL held only.
-unsafe impl Send for TensorApi {}
-// SAFETY: as above.
-unsafe impl Sync for TensorApi {}
 
 fn tensor_api(py: Python<'_>) -> PyResult<TensorApi> {
     static API: PyOnceLock<TensorApi> = PyOnceLock::new();
@@ -98,9 +77,9 @@ fn tensor_api(py: Python<'_>) -> PyResult<TensorApi> {
         let ty = py.import("dlbridge")?.getattr("Tensor")?;
         let capsule = ty.getattr("__dlpack_c_exchange_api__")?;
         // SAFETY: the name check fails (NULL, with an exception) for anything but the table's
-        // capsule; the table is static data of the dlbridge extension.
+        // capsule; the table is static data of the dlbridge extension, which is never unloaded.
         let api = unsafe {
-            let table = ffi::PyCapsule_GetPointer(capsule.as_ptr(), EXCHANGE_API.as_ptr());
+            let table = ffi::PyCapsule_GetPointer(capsule.as_ptr(), CAPSULE_NAME.as_ptr());
             if table.is_null() {
                 return Err(PyErr::fetch(py));
             }
@@ -108,14 +87,9 @@ fn tensor_api(py: Python<'_>) -> PyResult<TensorApi> {
         };
         match (
             api.header.version.major,
-            api.managed_tensor_from_py_object_no_sync,
             api.managed_tensor_to_py_object_no_sync,
         ) {
-            (1, Some(from_py_object), Some(to_py_object)) => Ok(TensorApi {
-                ty: ty.as_ptr().cast(),
-                from_py_object,
-                to_py_object,
-            }),
+            (1, Some(to_py_object)) => Ok(TensorApi { to_py_object }),
             (major, ..) => Err(PyRuntimeError::new_err(format!(
                 "dlbridge.Tensor publishes an unusable DLPack exchange API (version {major})"
             ))),
@@ -155,35 +129,12 @@ fn to_py_err(py: Python<'_>, e: Error) -> PyErr {
     }
 }
 
-/// Takes a tensor from any DLPack producer through `dlbridge.from_dlpack`, then owns a versioned
-/// export of it (read-only producers stay flagged read-only).
+/// Takes a tensor from any DLPack producer or capsule as a `dlbridge_pyo3::PyTensor` argument
+/// does, then owns it: the producer's deleter runs (or its buffer is released) when Julia lets
+/// go. Read-only producers stay read-only, and so do tensors that require grad (writes would
+/// bypass autograd).
 fn take_tensor(obj: &Bound<'_, PyAny>) -> PyResult<Tensor> {
-    let py = obj.py();
-    if requires_grad(obj)? {
-        // Torch exports a tensor that requires grad through its C exchange API as writable (and
-        // refuses `__dlpack__`); its memory is taken through `detach()` (the same memory) and
-        // flagged read-only, since writes would bypass autograd.
-        let detached = obj.call_method0(intern!(py, "detach"))?;
-        return Ok(take_tensor(&detached)?.with_flags(Flags::READ_ONLY));
-    }
-    let api = tensor_api(py)?;
-    let imported;
-    let t = if obj.get_type().as_ptr().cast() == api.ty {
-        obj
-    } else {
-        imported = from_dlpack(py)?.call1((obj,))?;
-        &imported
-    };
-    let mut p = std::ptr::null_mut();
-    // SAFETY: `t` is a live `dlbridge.Tensor` (the type the table belongs to), the GIL is held;
-    // on success `p` is a new managed tensor that we own.
-    if unsafe { (api.from_py_object)(t.as_ptr().cast(), &mut p) } != 0 {
-        return Err(PyErr::fetch(py));
-    }
-    // SAFETY: an owned, fresh export of dlbridge (its deleter runs once, here on failure).
-    let managed = unsafe { ManagedTensor::from_versioned(p) }
-        .map_err(|e| PyValueError::new_err(e.to_string()))?;
-    Ok(Tensor::from_managed(managed))
+    PyTensor::new(obj)?.into_tensor()
 }
 
 /// Whether `obj` is numpy's boolean scalar (`numpy.bool_`), which is neither a `bool` nor an
@@ -191,17 +142,6 @@ fn take_tensor(obj: &Bound<'_, PyAny>) -> PyResult<Tensor> {
 fn is_numpy_bool(obj: &Bound<'_, PyAny>) -> PyResult<bool> {
     let ty = obj.get_type();
     Ok(ty.module()?.to_cow()? == "numpy" && matches!(&*ty.name()?.to_cow()?, "bool" | "bool_"))
-}
-
-/// Whether `obj` is a torch tensor that requires grad (other types are not asked).
-fn requires_grad(obj: &Bound<'_, PyAny>) -> PyResult<bool> {
-    if !obj.get_type().module()?.to_cow()?.starts_with("torch") {
-        return Ok(false);
-    }
-    match obj.getattr_opt(intern!(obj.py(), "requires_grad"))? {
-        Some(flag) => flag.is_truthy(),
-        None => Ok(false),
-    }
 }
 
 /// A Python argument for Julia: bool, int, float, str (numpy's scalars too), or a DLPack

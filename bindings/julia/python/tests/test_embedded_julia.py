@@ -156,15 +156,18 @@ def test_a_large_argument_nothing_in_julia_holds_is_released_before_the_call_ret
 
 def test_the_same_memory_lent_again_is_the_same_live_argument():
     a = np.arange(1 << 20, dtype=np.float32)  # 4 MiB
+    other = a.reshape(1024, 1024)  # the same memory, another shape: another argument
+    refs = sys.getrefcount(a), sys.getrefcount(other)
     jl.eval("seen = Any[]; nothing")
     keep = "x -> (push!(seen, x); length(x))"
     assert jl.call(keep, a) == jl.call(keep, a) == 1 << 20
     assert jl.eval("seen[1] === seen[2] && UInt(pointer(seen[1]))") == a.ctypes.data
-    other = a.reshape(1024, 1024)  # the same memory, another shape: another argument
     jl.call(keep, other)
     assert jl.eval("seen[3] !== seen[1] && size(seen[3])") == (1024, 1024)
+    assert sys.getrefcount(a) > refs[0] and sys.getrefcount(other) > refs[1], "lent, held"
     jl.eval("empty!(seen); nothing")
     collect_garbage()
+    assert (sys.getrefcount(a), sys.getrefcount(other)) == refs, "every loan was released"
     assert dlbridge.diagnostics()["exports"] == 0
 
 
