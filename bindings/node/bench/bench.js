@@ -4,7 +4,10 @@
  *
  * - per-call time of the zero-copy exchange for 1 KiB and 1 GiB tensors, which must not depend
  *   on the size (O(1): the 1 GiB / 1 KiB ratio within ±20 %), next to `ta.subarray()`;
- * - RSS growth while exchanging a 1 GiB tensor over and over (< 1 MiB per GiB exchanged).
+ * - RSS growth while exchanging a 1 GiB tensor over and over (< 1 MiB per GiB exchanged);
+ * - a loop of 1,000,000 `fromTypedArray(ta).get(0)`: RSS sampled during the loop must stay flat
+ *   (within ±10 % of its first sample) and no native tensor may wait for a finalizer when it
+ *   ends, next to the same loop over native tensors (`fromTypedArray(ta, {})`).
  *
  * Usage: node --expose-gc bench/bench.js [--write-docs] [--quick]
  *   --write-docs  replace the `node` section of docs/benchmarks.md with the results
@@ -23,12 +26,14 @@ const QUICK = args.has('--quick');
 const BATCHES = QUICK ? 5 : 21;
 const CALLS_PER_BATCH = QUICK ? 2_000 : 20_000;
 const EXCHANGES_FOR_RSS = QUICK ? 16 : 64;
+const LOOP_ITERATIONS = QUICK ? 100_000 : 1_000_000;
+const LOOP_SAMPLES = 10;
 const KIB = 1024;
 const GIB = 1024 ** 3;
 /** Per-call goals: [operation, most times the cost of `ta.subarray()`]. */
 const PER_CALL_GOALS = [
-  ['fromTypedArray(ta)', 20],
-  ['tensor.toTypedArray() (JS memory)', 10],
+  ['fromTypedArray(ta)', 5],
+  ['tensor.toTypedArray() (JS memory)', 2],
   ['tensor.toTypedArray() (Rust memory)', 10],
 ];
 const SIZES = [
@@ -79,6 +84,7 @@ function operations(array, rust) {
     'ta.subarray() (baseline)': () => array.subarray(),
     'addressOf(ta) (any call into the addon)': () => addressOf(array),
     'fromTypedArray(ta)': () => fromTypedArray(array),
+    'fromTypedArray(ta, {}) (a native tensor)': () => fromTypedArray(array, {}),
     'fromTypedArray(ta).toTypedArray()': () => fromTypedArray(array).toTypedArray(),
     'tensor.toTypedArray() (JS memory)': () => jsTensor.toTypedArray(),
     'tensor.toTypedArray() (Rust memory)': () => rust.toTypedArray(),
@@ -151,7 +157,44 @@ async function measureRss() {
   return results;
 }
 
-function report(rows, rss) {
+/**
+ * `LOOP_ITERATIONS` of `make(array).get(0)` in one synchronous run (no turn of the event loop,
+ * so no finalizer runs inside it): RSS sampled `LOOP_SAMPLES` times along the way, and the
+ * native tensors still waiting for their finalizer when it ends.
+ */
+async function loopRss(make) {
+  const array = new Float32Array(256).fill(1);
+  await settledRssMiB();
+  const before = dlbridge.diagnostics().liveTensors;
+  const samples = [];
+  let sink = 0;
+  const start = process.cpuUsage();
+  for (let i = 0; i < LOOP_ITERATIONS; i++) {
+    sink += make(array).get(0);
+    if ((i + 1) % (LOOP_ITERATIONS / LOOP_SAMPLES) === 0) {
+      samples.push(process.memoryUsage().rss / (1024 * 1024));
+    }
+  }
+  const used = process.cpuUsage(start);
+  const backlog = dlbridge.diagnostics().liveTensors - before;
+  if (sink !== LOOP_ITERATIONS) throw new Error('wrong element read');
+  await settledRssMiB();
+  const first = samples[0];
+  const spread = (Math.max(...samples) - Math.min(...samples)) / first;
+  const micros = (used.user + used.system) / LOOP_ITERATIONS;
+  return { first, last: samples[samples.length - 1], spread, backlog, micros };
+}
+
+async function measureLoops() {
+  return {
+    'fromTypedArray(ta).get(0) (over JS memory)': await loopRss((a) => fromTypedArray(a)),
+    'fromTypedArray(ta, {}).get(0) (a native tensor, for comparison)': await loopRss((a) =>
+      fromTypedArray(a, {}),
+    ),
+  };
+}
+
+function report(rows, rss, loops) {
   const fmt = (x) => (x < 10 ? x.toFixed(3) : x.toFixed(1));
   const cpu = os.cpus()[0];
   const lines = [
@@ -210,11 +253,33 @@ function report(rows, rss) {
     '',
     `RSS check: ${rssOk ? 'below' : 'NOT below'} 1 MiB per GiB exchanged in both directions.`,
     '',
-    'Zero-copy makes the exchange independent of the size: a tensor over a typed array pins the ' +
-      'ArrayBuffer with a Node-API reference, and a view of Rust memory is one external ' +
-      'ArrayBuffer per memory block, made once and shared by every later view.',
+    `### A loop of ${LOOP_ITERATIONS.toLocaleString('en')} \`fromTypedArray(ta).get(0)\``,
+    '',
+    `RSS sampled ${LOOP_SAMPLES} times during one synchronous loop (no finalizer can run inside it); ` +
+      'the backlog is the native tensors still waiting for their finalizer when the loop ends.',
+    '',
+    '| loop | µs per iteration | RSS at the first sample (MiB) | RSS at the end (MiB) | spread of the samples | finalizer backlog |',
+    '|---|---:|---:|---:|---:|---:|',
   );
-  return { text: lines.join('\n'), ok: o1 && rssOk };
+  for (const [name, { first, last, spread, backlog, micros }] of Object.entries(loops)) {
+    lines.push(
+      `| \`${name}\` | ${fmt(micros)} | ${first.toFixed(1)} | ${last.toFixed(1)} | ${(spread * 100).toFixed(1)} % | ${backlog} |`,
+    );
+  }
+  const js = Object.values(loops)[0];
+  const loopOk = js.spread <= 0.1 && js.backlog === 0;
+  lines.push(
+    '',
+    `Loop check, over JS memory: RSS ${js.spread <= 0.1 ? 'flat' : 'NOT flat'} (spread ${(js.spread * 100).toFixed(1)} %, ` +
+      `goal ≤ 10 %), finalizer backlog ${js.backlog} (goal 0).`,
+    '',
+    'Zero-copy makes the exchange independent of the size. A tensor over a typed array made ' +
+      'without options is a plain JavaScript object: nothing native is made until it crosses ' +
+      'into native code, where its native twin pins the ArrayBuffer with a Node-API reference. ' +
+      'A view of Rust memory is one external ArrayBuffer per memory block, made once and shared ' +
+      'by every later view.',
+  );
+  return { text: lines.join('\n'), ok: o1 && rssOk && loopOk };
 }
 
 /** Replaces (or appends) the `node` section of docs/benchmarks.md. */
@@ -242,7 +307,8 @@ async function main() {
   const rows = await timeSizes();
   await settledRssMiB();
   const rss = await measureRss();
-  const { text, ok } = report(rows, rss);
+  const loops = await measureLoops();
+  const { text, ok } = report(rows, rss, loops);
   console.log(text);
   if (args.has('--write-docs')) console.error(`wrote ${writeDocs(text)}`);
   if (!ok) process.exitCode = 1;

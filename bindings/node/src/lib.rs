@@ -3,6 +3,9 @@
 //!
 //! - [`constructors`]: `fromTypedArray` (zero-copy over a typed array's memory, which stays
 //!   pinned while any holder lives), `empty` and `arange` (Rust-owned memory).
+//! - [`js_tensors`]: the native side of tensors over JS memory, which index.js makes as plain
+//!   JavaScript objects: their native twin (a `fromTypedArray` tensor) made at their first
+//!   crossing, and the prototype hook through which other addons' arguments find it.
 //! - [`tensor`]: the `Tensor` class, a handle on a [`live_tensor`]; `toTypedArray` hands out
 //!   views over one ArrayBuffer per memory block ([`external`], [`block_registry`]); `close`
 //!   lets go of a tensor at once.
@@ -32,6 +35,7 @@ mod constructors;
 mod diagnostics;
 mod elements;
 mod entry_points;
+mod js_tensors;
 mod pointers;
 mod shared_memory;
 mod tensor;

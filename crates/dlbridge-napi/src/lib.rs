@@ -92,6 +92,9 @@ pub mod typed_arrays;
 pub use arguments::{JsTensor, JsTensorMut, JsTensorRef, ANY_NDIM};
 pub use error::{Error, ErrorClass, Result};
 pub use js_values::{describe, describe_value};
-pub use tensor_handle::{TensorHandle, TENSOR_OBJECT_TYPE_TAG, TENSOR_TYPE_TAG};
+pub use tensor_handle::{
+    TensorHandle, TensorPrototypeHandle, TENSOR_OBJECT_TYPE_TAG, TENSOR_PROTOTYPE_TYPE_TAG,
+    TENSOR_TYPE_TAG,
+};
 pub use tensor_object::{live_tensor_objects, TensorObject};
 pub use typed_array_export::{live_external_buffers, TypedArrayExport};

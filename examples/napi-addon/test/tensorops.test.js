@@ -254,6 +254,45 @@ test('objects that only look like Tensors are refused: the type tag cannot be fo
   assert.equal(tensorops.sum(real), 3);
 });
 
+test('a Tensor over JS memory crosses as its native twin, made once and released with it', async () => {
+  await collect();
+  const before = counts();
+  (() => {
+    const array = new Float32Array([1, 2, 3]);
+    const t = dlbridge.fromTypedArray(array);
+    assert.equal(dlbridge.diagnostics().liveTensors, before.liveTensors, 'nothing native yet');
+    for (let i = 0; i < 100; i++) assert.equal(tensorops.sum(t), 6);
+    tensorops.scale_(t, 2);
+    assert.deepEqual([...array], [2, 4, 6]);
+    assert.equal(dlbridge.diagnostics().liveTensors, before.liveTensors + 1, 'one twin for every call');
+    assert.equal(dlbridge.diagnostics().pendingExports, before.pendingExports, 'each call deleted its export');
+    assertThrows(() => tensorops.add_(t, array), RangeError, 'ERR_DLBRIDGE_ALIASED', /overlaps/);
+    t.close();
+    assertThrows(() => tensorops.sum(t), Error, 'ERR_DLBRIDGE_MEMORY_GONE', /memory is gone/);
+    const unused = dlbridge.fromTypedArray(new Float32Array(2));
+    unused.close();
+    assertThrows(() => tensorops.sum(unused), Error, 'ERR_DLBRIDGE_MEMORY_GONE', /memory is gone/);
+  })();
+  await collect();
+  assert.deepEqual(counts(), before);
+});
+
+test('lookalikes of a Tensor over JS memory are refused without running their code', () => {
+  const real = dlbridge.fromTypedArray(new Float32Array([1, 2]));
+  const prototype = Object.getPrototypeOf(real);
+  assertThrows(() => tensorops.sum(Object.create(prototype)), TypeError, 'ERR_DLBRIDGE_INVALID_ARGUMENT', /got an object/);
+  let trapped = false;
+  const proxy = new Proxy(real, {
+    getPrototypeOf() {
+      trapped = true;
+      return prototype;
+    },
+  });
+  assertThrows(() => tensorops.sum(proxy), TypeError, 'ERR_DLBRIDGE_INVALID_ARGUMENT', /got an object/);
+  assert.equal(trapped, false, 'no trap ran');
+  assert.equal(tensorops.sum(real), 3);
+});
+
 test('a detached typed array is an empty tensor, never its old memory', () => {
   const a = new Float32Array([1, 2, 3]);
   structuredClone(a.buffer, { transfer: [a.buffer] });

@@ -88,6 +88,21 @@ impl<'env> Handle<'env> {
         (read.is_ok() && !wrapped.is_null()).then_some(wrapped)
     }
 
+    /// The object's prototype, read without running JavaScript: a Proxy reports none (its
+    /// `getPrototypeOf` trap is not called), and neither does a non-object.
+    pub fn prototype(self) -> Option<Handle<'env>> {
+        let mut out = ptr::null_mut();
+        let read = check(
+            // SAFETY: live env and value, valid out-pointer; V8 reads the prototype from the
+            // object's map, and stops at a Proxy without calling its trap.
+            unsafe { sys::napi_get_prototype(self.env, self.value, &mut out) },
+            "napi_get_prototype",
+        );
+        read.ok()
+            .map(|()| self.sibling(out))
+            .filter(|prototype| prototype.js_type() == JsType::Object)
+    }
+
     /// Whether this is an object carrying the type `tag` (which only native code can set).
     #[inline]
     pub fn has_type_tag(self, tag: &ObjectTag) -> bool {
