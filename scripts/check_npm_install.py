@@ -1,4 +1,4 @@
-"""Checks the npm tarballs as an application author gets them (scripts/test-npm-package.sh).
+"""Checks the npm tarballs as an application author gets them (npm_package).
 
 In an empty project, on a PATH that has node and npm but no cargo or rustc: installs the two
 tarballs of `./just dist` (the main package and this platform's), then

@@ -1,4 +1,4 @@
-"""Checks the Python release artifacts that scripts/dist-python.sh built (`./just dist`).
+"""Checks the Python release artifacts that the recipe python_release built (scripts/recipes.sh, `./just dist`).
 
 - The wheel's file name claims `cp311-abi3` and a manylinux tag, and `auditwheel show` finds the
   wheel consistent with that tag (no newer glibc symbol, no library outside the manylinux

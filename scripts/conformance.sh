@@ -1,19 +1,18 @@
 #!/usr/bin/env bash
 # The ecosystem report (`./just conformance`): installs every library the DLPack conformance kit
 # has an adapter for into a cached venv of its own (requirements/conformance.txt), runs
-# `python -m dlbridge.conformance` with this clone's dlbridge (scripts/python-overlay.sh) on each
+# `python -m dlbridge.conformance` with this clone's dlbridge (the overlay folder) on each
 # library (one child process per library) and writes docs/conformance.md (scripts/conformance_doc.py). Not part of
 # `./just test`: the venv is about 12 GB. Extra arguments replace the library list.
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+need python_overlay
 
 libraries=(numpy torch jax pyarrow mlx tvm-ffi dpnp tensorflow paddle onnxruntime array-api-strict
   dlbridge)
 (($#)) && libraries=("$@")
 
 venv=$(ensure_venv conformance "$REPO_ROOT/requirements/conformance.txt")
-# Shared by every clone: hold its lock while its dlbridge is the one built here.
-"$REPO_ROOT/scripts/python-overlay.sh" >/dev/null
 use_overlay
 
 # dpnp's OpenCL CPU device: the wheels' ICD file names a build-time path, so point the loader at

@@ -1,4 +1,4 @@
-"""Runs the fenced code blocks of the project's documentation (scripts/test-docs.sh calls it).
+"""Runs the fenced code blocks of the project's documentation (scripts/test/docs.sh calls it).
 
 Conventions a documentation block follows:
 
@@ -12,9 +12,9 @@ Conventions a documentation block follows:
 - A block whose info string names an environment (see `ENVIRONMENTS`) runs in the script that
   has it (`--environment NAME` runs only these blocks); the default run lists it as run there.
   `embedded-julia` blocks need Julia embedded through jlrs (docs/julia.md's embedded section,
-  scripts/test-julia-embedded.sh); their Rust blocks also depend on `dlbridge-julia`, and a
+  julia_embedded); their Rust blocks also depend on `dlbridge-julia`, and a
   `// file: build.rs` section is the crate's build script. `engines` blocks need Ray and Dask
-  (docs/python.md's scaling-out section, scripts/test-engines.sh).
+  (docs/python.md's scaling-out section, scripts/test/engines.sh).
 - A ```text block that follows a runnable block (only blank lines between) is that block's
   expected standard output. Lines are compared after trailing spaces are removed; `...` matches
   any text, line breaks included (addresses, handles, timings).
@@ -26,7 +26,7 @@ Conventions a documentation block follows:
 
 - A block whose info string has the word `crate=NAME` belongs to the tutorial crate NAME, built
   outside the workspace against the crates as a registry serves them: the `.crate` files of
-  `cargo package` (scripts/test-crate-packages.sh), unpacked and put in place of the registry's
+  `cargo package` (the artifact crate_packages), unpacked and put in place of the registry's
   by a `[patch.crates-io]` table in the crate's `.cargo/config.toml`. The first `rust crate=NAME`
   block is the whole crate: its program is `src/lib.rs`, and its `// file:` sections include
   `Cargo.toml` and a `pyproject.toml` (built with `maturin build`, the wheel installed into a
@@ -66,7 +66,7 @@ from pathlib import Path
 
 RUNNABLE = {"python", "js", "julia", "mojo", "c", "rust", "sh"}
 EMBEDDED_JULIA = "embedded-julia"
-ENVIRONMENTS = {EMBEDDED_JULIA: "test-julia-embedded.sh", "engines": "test-engines.sh"}
+ENVIRONMENTS = {EMBEDDED_JULIA: "scripts/test/julia_embedded.sh", "engines": "scripts/test/engines.sh"}
 """Flags that name an environment a block needs, and the script that runs such blocks."""
 
 
@@ -77,7 +77,7 @@ ALIASES = {"bash": "sh", "console": "sh", "javascript": "js", "py": "python"}
 COMMENT = {"python": "#", "julia": "#", "sh": "#", "mojo": "#", "js": "//", "c": "//", "rust": "//"}
 TIMEOUT_S = 600
 # The build folder (under the target directory) of everything built against the packaged crates:
-# `cargo package`'s verification (scripts/test-crate-packages.sh), the tutorial crates and the
+# `cargo package`'s verification (scripts/recipes.sh), the tutorial crates and the
 # Rust blocks, all in the dev profile for the host target named explicitly, so that they share
 # the dependencies' builds.
 REGISTRY_BUILD = "registry-build"
@@ -233,7 +233,7 @@ def sync_unpacked(crate: Path, folder: Path) -> None:
 
 
 class Runner:
-    """Runs blocks with the project's tools, as set up by scripts/test-docs.sh."""
+    """Runs blocks with the project's tools, as set up by scripts/test/docs.sh."""
 
     def __init__(self) -> None:
         self.repo = Path(os.environ["REPO_ROOT"])
@@ -273,7 +273,7 @@ class Runner:
             if len(lines) == 1:
                 raise SystemExit(
                     f"docs_blocks: no .crate files in {packages} "
-                    "(run scripts/test-crate-packages.sh)"
+                    "(run ./just build crate_packages)"
                 )
             self.patch = "\n".join(lines) + "\n"
         return self.patch
@@ -389,7 +389,7 @@ class Runner:
     def tool(self, name: str) -> str:
         value = self.env.get(name)
         if not value:
-            raise SystemExit(f"docs_blocks: {name} is not set (run scripts/test-docs.sh)")
+            raise SystemExit(f"docs_blocks: {name} is not set (run scripts/test/docs.sh)")
         return value
 
     def command(self, block: Block, program: str, workdir: Path) -> tuple[list[str], Path]:

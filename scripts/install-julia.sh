@@ -39,26 +39,13 @@ if installed; then
 fi
 log "installing Julia 1.5.3 into $prefix"
 suite=bullseye
-mirror=${JULIA_DEB_MIRROR:-$(sed -n 's/^URIs: *//p' /etc/apt/sources.list.d/*.sources 2>/dev/null | grep -v security | head -1)}
-[[ -n $mirror ]] || { log "no Debian mirror found in /etc/apt/sources.list.d/*.sources (set JULIA_DEB_MIRROR)"; exit 1; }
-arch=$(dpkg --print-architecture)
 triplet=$(dpkg-architecture -qDEB_HOST_MULTIARCH 2>/dev/null || echo "$(uname -m)-linux-gnu")
 
 apt_dir=$prefix/apt
 root=$prefix/root
-mkdir -p "$apt_dir"/{lists/partial,cache/archives/partial,preferences.d,apt.conf.d} "$root" "$prefix/bin"
-echo "deb $mirror $suite main" >"$apt_dir/sources.list"
-: >"$apt_dir/extended_states"
-apt_opts=(
-  -o "Dir::Etc::sourcelist=$apt_dir/sources.list" -o "Dir::Etc::sourceparts=-"
-  -o "Dir::Etc::preferencesparts=$apt_dir/preferences.d" -o "Dir::Etc::parts=$apt_dir/apt.conf.d"
-  -o "Dir::State::Lists=$apt_dir/lists" -o "Dir::Cache=$apt_dir/cache"
-  -o "Dir::State::extended_states=$apt_dir/extended_states"
-  -o "Dir::State::status=/var/lib/dpkg/status"
-  -o "APT::Architecture=$arch" -o "APT::Architectures=$arch"
-  -o "APT::Install-Recommends=0" -o "APT::Install-Suggests=0"
-  -o "Debug::NoLocking=1" -o "Acquire::Retries=3" -o "APT::Sandbox::User=root"
-)
+mkdir -p "$root" "$prefix/bin"
+private_apt "$apt_dir" "$suite"
+apt_opts=("${PRIVATE_APT_OPTIONS[@]}")
 timeout 600 apt-get "${apt_opts[@]}" -qq update
 timeout 1200 apt-get "${apt_opts[@]}" -qq -y --download-only install julia >/dev/null
 (cd "$apt_dir/cache/archives" && timeout 600 apt-get "${apt_opts[@]}" -qq download "libunwind8/$suite")

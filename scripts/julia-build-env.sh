@@ -33,23 +33,11 @@ if [[ ! -e $dev/.complete ]]; then
 fi
 if [[ ! -e $dev/.complete ]]; then
   log "unpacking julia.h and libclang into $dev"
-  mirror=${JULIA_DEB_MIRROR:-$(sed -n 's/^URIs: *//p' /etc/apt/sources.list.d/*.sources 2>/dev/null | grep -v security | head -1)}
-  [[ -n $mirror ]] || { log "no Debian mirror found in /etc/apt/sources.list.d/*.sources (set JULIA_DEB_MIRROR)"; exit 1; }
-  arch=$(dpkg --print-architecture)
   apt_dir=$dev/apt
   rm -rf "$root" "$julia_dir" "$apt_dir"
-  mkdir -p "$apt_dir"/{lists/partial,cache/archives/partial,preferences.d,apt.conf.d} "$root"
-  printf 'deb %s bullseye main\ndeb %s bookworm main\n' "$mirror" "$mirror" >"$apt_dir/sources.list"
-  : >"$apt_dir/extended_states"
-  apt_opts=(
-    -o "Dir::Etc::sourcelist=$apt_dir/sources.list" -o "Dir::Etc::sourceparts=-"
-    -o "Dir::Etc::preferencesparts=$apt_dir/preferences.d" -o "Dir::Etc::parts=$apt_dir/apt.conf.d"
-    -o "Dir::State::Lists=$apt_dir/lists" -o "Dir::Cache=$apt_dir/cache"
-    -o "Dir::State::extended_states=$apt_dir/extended_states"
-    -o "Dir::State::status=/var/lib/dpkg/status"
-    -o "APT::Architecture=$arch" -o "APT::Architectures=$arch"
-    -o "Debug::NoLocking=1" -o "Acquire::Retries=3" -o "APT::Sandbox::User=root"
-  )
+  mkdir -p "$root"
+  private_apt "$apt_dir" bullseye bookworm
+  apt_opts=("${PRIVATE_APT_OPTIONS[@]}")
   timeout 600 apt-get "${apt_opts[@]}" -qq update
   # Exactly these packages, without their dependencies: the headers need nothing, and libclang's
   # libraries (libLLVM-14, ...) are checked below.

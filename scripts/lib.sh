@@ -95,16 +95,83 @@ ensure_napi_cli() {
 TARGET_DIR=${CARGO_TARGET_DIR:-$REPO_ROOT/target}
 PYTHON_OVERLAY=$TARGET_DIR/python-overlay
 
-# prebuilt: true inside `./just test` once scripts/build.sh has built every artifact of this run,
-# so a test script skips its own (otherwise idempotent) build steps and each artifact is built
-# once per run.
-prebuilt() { [[ ${DLBRIDGE_PREBUILT:-} == 1 ]]; }
+# private_apt DIR SUITE...: a private apt configuration in DIR (never /etc/apt) that reads the
+# host's Debian mirror for the SUITEs, resolves against the host's dpkg status read-only and
+# downloads into DIR/cache/archives; sets PRIVATE_APT_OPTIONS, the options that select it. The
+# mirror is the host's own (its first non-security source) unless JULIA_DEB_MIRROR names one.
+private_apt() {
+  local dir=$1 mirror arch suite
+  shift
+  mirror=${JULIA_DEB_MIRROR:-$(sed -n 's/^URIs: *//p' /etc/apt/sources.list.d/*.sources 2>/dev/null |
+    grep -v security | head -1)}
+  [[ -n $mirror ]] || {
+    log "no Debian mirror found in /etc/apt/sources.list.d/*.sources (set JULIA_DEB_MIRROR)"
+    return 1
+  }
+  arch=$(dpkg --print-architecture)
+  mkdir -p "$dir"/{lists/partial,cache/archives/partial,preferences.d,apt.conf.d}
+  for suite in "$@"; do echo "deb $mirror $suite main"; done >"$dir/sources.list"
+  : >"$dir/extended_states"
+  PRIVATE_APT_OPTIONS=(
+    -o "Dir::Etc::sourcelist=$dir/sources.list" -o "Dir::Etc::sourceparts=-"
+    -o "Dir::Etc::preferencesparts=$dir/preferences.d" -o "Dir::Etc::parts=$dir/apt.conf.d"
+    -o "Dir::State::Lists=$dir/lists" -o "Dir::Cache=$dir/cache"
+    -o "Dir::State::extended_states=$dir/extended_states"
+    -o "Dir::State::status=/var/lib/dpkg/status"
+    -o "APT::Architecture=$arch" -o "APT::Architectures=$arch"
+    -o "APT::Install-Recommends=0" -o "APT::Install-Suggests=0"
+    -o "Debug::NoLocking=1" -o "Acquire::Retries=3" -o "APT::Sandbox::User=root"
+  )
+}
 
-# The release wheel's build settings (scripts/dist-python.sh): linked by zig against glibc 2.17
-# and tagged manylinux2014. The suite builds its other abi3 wheels of the main workspace (dlbridge
-# with the `testing` feature, the pyo3 example, the matrix's pyo3 guest) the same way: cargo's
-# fingerprint of every unit includes the linker, so only then do they and the release wheel share
-# one build of pyo3 and the other dependencies.
+# need ARTIFACT...: the artifacts of scripts/graph.toml this script uses. Under scripts/run.py,
+# which built them before starting the script, a name the graph does not declare for it is an
+# error (DLBRIDGE_PROVIDED names the declared ones; the runner also checks the `need` lines before
+# anything runs). Run on its own, the script has the runner build them first.
+need() {
+  local name
+  (($#)) || return 0
+  if [[ -n ${DLBRIDGE_PROVIDED+set} ]]; then
+    for name in "$@"; do
+      [[ " $DLBRIDGE_PROVIDED " == *" $name "* ]] || {
+        log "need $name: scripts/graph.toml does not declare it for this step ($DLBRIDGE_PROVIDED)"
+        exit 2
+      }
+    done
+  else
+    python3 "$REPO_ROOT/scripts/run.py" build "$@" >&2
+  fi
+}
+
+# The crates a registry gets, dependencies first (scripts/recipes.sh packages them).
+# shellcheck disable=SC2034
+PUBLISHED_CRATES=(dlbridge dlbridge-capi dlbridge-pyo3 dlbridge-napi)
+
+# The Mojo programs scripts/recipes.sh compiles: the test runner (`DLBRIDGE_MOJO_SUITE=numpy
+# "$MOJO_TEST_RUNNER"` runs tests/test_numpy.mojo's suite, see runner.mojo) and the demo's hop.
+# shellcheck disable=SC2034
+MOJO_TEST_RUNNER=$TARGET_DIR/mojo/test-runner
+# shellcheck disable=SC2034
+MOJO_DEMO_HOP=$TARGET_DIR/demo/hop_mojo
+
+# npm_ci FOLDER: installs the folder's npm dependencies from its lock, unless node_modules was
+# installed from the same lock and Node already (npm ci wipes node_modules). Locks carry no
+# registry host (--omit-lockfile-registry-resolved): npm uses its configured one.
+npm_ci() {
+  local stamp=$1/node_modules/.dlbridge-install-stamp want
+  want=$({ cat "$1/package-lock.json"; node --version; } | sha256sum | cut -c1-16)
+  if [[ ! -f $stamp || $(<"$stamp") != "$want" ]]; then
+    log "npm ci ($1)"
+    (cd "$1" && npm ci --no-audit --no-fund --loglevel=error --omit-lockfile-registry-resolved)
+    printf '%s\n' "$want" >"$stamp"
+  fi
+}
+
+# The release wheel's build settings (python_release in scripts/recipes.sh): linked by zig
+# against glibc 2.17 and tagged manylinux2014. The suite builds its other abi3 wheels of the main
+# workspace (dlbridge with the `testing` feature, the pyo3 example, the matrix's pyo3 guest) the
+# same way: cargo's fingerprint of every unit includes the linker, so only then do they and the
+# release wheel share one build of pyo3 and the other dependencies.
 RELEASE_WHEEL_ARGS=(--zig --compatibility manylinux2014)
 
 # maturin_build CRATE_DIR OUT_DIR [MATURIN_ARGS...]: builds the crate's wheel into OUT_DIR
@@ -117,15 +184,6 @@ maturin_build() {
   dist=$(ensure_venv python-dist "$REPO_ROOT/requirements/python-dist.txt")
   PATH=$dist/bin:$PATH "$dist/bin/maturin" build --release --quiet --locked "$@" \
     --manifest-path "$crate/Cargo.toml" --interpreter "$venv/bin/python" --out "$out" >&2
-}
-
-# build_release_libraries: libdlbridge (release) and the Node addon's library, with the test
-# switches scripts/test-node.sh builds it with (its build then finds it built), in one cargo run:
-# the crates they share, and the proc macros, compile once, where two runs compile them twice
-# (16 of 99 CPU-s saved). The demo and the suite's build both start with it.
-build_release_libraries() {
-  (cd "$REPO_ROOT" && cargo build --locked --release -p dlbridge-capi -p dlbridge-node \
-    --features dlbridge-node/test-hooks)
 }
 
 # overlay_wheel CRATE_DIR [MATURIN_ARGS...]: builds the crate's wheel (maturin_build) and unpacks
@@ -146,4 +204,36 @@ overlay_wheel() {
 # Python that Mojo and the matrix's agents embed).
 use_overlay() {
   export PYTHONPATH=$PYTHON_OVERLAY${PYTHONPATH:+:$PYTHONPATH}
+}
+
+# use_frontends: exports what running every frontend needs, for the demo and the matrix:
+# DLBRIDGE_LIB, JULIA_DEPOT_PATH, MOJO_PYTHON, PYTHONPATH with the overlay, PATH with mojo, and
+# DLBRIDGE_JULIA_PACKAGE; sets PYTHON_VENV and JULIA. The artifacts must be built (`need`).
+use_frontends() {
+  PYTHON_VENV=$(ensure_venv python-test "$REPO_ROOT/requirements/python-test.txt")
+  JULIA=$("$REPO_ROOT/scripts/install-julia.sh")
+  use_overlay
+  export DLBRIDGE_LIB=$TARGET_DIR/release/libdlbridge.so
+  export JULIA_DEPOT_PATH=$DLBRIDGE_CACHE/julia-depot
+  export DLBRIDGE_JULIA_PACKAGE=$REPO_ROOT/bindings/julia/DLBridge
+  export MOJO_PYTHON=$PYTHON_VENV/bin/python
+  local mojo_venv
+  mojo_venv=$(ensure_venv mojo "$REPO_ROOT/requirements/mojo.txt")
+  export PATH=$mojo_venv/bin:$PATH
+}
+
+# matrix_c_programs: the C side of the cross-language matrix (tests/matrix/agents/c, C11, warnings
+# are errors, rpath to the release libdlbridge), into target/matrix: c-agent (agent.c, host.c,
+# cases.c; run it from the repository root) and libmatrix-guest-c.so, the C guest library of the
+# in-process mode (guest.c, cases.c). Part of the artifact matrix_agents.
+matrix_c_programs() {
+  local dlpack_include src=$REPO_ROOT/tests/matrix/agents/c out=$TARGET_DIR/matrix
+  local lib=$TARGET_DIR/release flags link
+  dlpack_include=$("$REPO_ROOT/scripts/dlpack-include.sh")
+  flags=(-std=c11 -O2 -Wall -Wextra -Werror -I"$dlpack_include" -I"$REPO_ROOT/crates/dlbridge-capi/include")
+  link=(-L"$lib" -ldlbridge -Wl,-rpath,"$lib")
+  mkdir -p "$out"
+  gcc "${flags[@]}" -o "$out/c-agent" "$src/agent.c" "$src/host.c" "$src/cases.c" "${link[@]}" -ldl
+  gcc "${flags[@]}" -fPIC -shared -fvisibility=hidden \
+    -o "$out/libmatrix-guest-c.so" "$src/guest.c" "$src/cases.c" "${link[@]}"
 }

@@ -2,7 +2,7 @@
  * Prints, at each hop, the runtime, the address, whether the data was copied, and a checksum;
  * then how many times each owner was released. Build and run it from the repository root with the
  * lines in docs/c.md (the header needs the official dlpack/dlpack.h: scripts/dlpack-include.sh
- * prints a folder that holds it); scripts/test-capi.sh and the documentation test run it. */
+ * prints a folder that holds it); scripts/test/capi.sh and the documentation test run it. */
 #include <stdio.h>
 #include <stdlib.h>
 

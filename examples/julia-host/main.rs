@@ -1,7 +1,7 @@
 //! A Rust host embedding Julia: a Rust-made matrix goes to a Julia function without a copy, and
 //! the array Julia returns is read back from Rust, again without a copy.
 //!
-//! Run it with `scripts/test-julia-embedded.sh` (which builds and runs it), or by hand:
+//! Run it with `scripts/test/julia_embedded.sh` (which builds and runs it), or by hand:
 //! `eval "$(scripts/julia-build-env.sh)"` then
 //! `cargo run --manifest-path bindings/julia/Cargo.toml --example julia-host`.
 

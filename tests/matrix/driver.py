@@ -6,7 +6,7 @@ docs/matrix.md still shows the same table, and never writes a tracked file. `--p
 python:rust,rust:python` runs only those ordered cells (and starts only their agents).
 
 Each runtime's agent is started once, with the command in DLBRIDGE_MATRIX_<RUNTIME> (set by
-scripts/test-matrix.sh). The pairs' modes run side by side, one per CPU core
+scripts/test/matrix.sh). The pairs' modes run side by side, one per CPU core
 (DLBRIDGE_MATRIX_JOBS), each while no other running one uses its agents (`run_modes`). A runtime exchanges with itself in-process (zero-copy proven by the
 agent: same element-0 address, a write seen by the producer, one release). Two different
 runtimes always exchange through a shared-memory segment (one copy at export, none at import),

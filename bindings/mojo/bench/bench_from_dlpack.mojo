@@ -3,7 +3,7 @@
 Each case runs `CALLS` calls per round; the report keeps the best of `ROUNDS` rounds, in ns per
 call. Every `from_dlpack` call here is a full exchange: `__dlpack__`, capsule consumed and
 renamed, tensor validated and wrapped, then the view destroyed (the producer's deleter runs).
-Run with the environment of scripts/test-mojo.sh (MOJO_PYTHON, DLBRIDGE_LIB):
+Run with the environment of scripts/test/mojo.sh (MOJO_PYTHON, DLBRIDGE_LIB):
 
     mojo run -I bindings/mojo bindings/mojo/bench/bench_from_dlpack.mojo
 """

@@ -1,5 +1,5 @@
 """Mojo against a real oneAPI device: dpnp arrays (kDLOneAPI tensors on Intel's OpenCL CPU
-device) pass through unchanged and are never read as host memory. Run by scripts/test-dpnp.sh,
+device) pass through unchanged and are never read as host memory. Run by scripts/test/dpnp.sh,
 with the dpnp venv's interpreter embedded (MOJO_PYTHON)."""
 
 from std.python import Python, PythonObject

@@ -1,5 +1,5 @@
 """dlbridge against a real non-CPU device: dpnp arrays on Intel's oneAPI OpenCL CPU device are
-kDLOneAPI (14) tensors in USM memory with an asynchronous queue. Run by scripts/test-dpnp.sh in
+kDLOneAPI (14) tensors in USM memory with an asynchronous queue. Run by scripts/test/dpnp.sh in
 its own venv (dpnp, dpctl, the dlbridge wheel); DLBRIDGE_CAPI_LIB names libdlbridge for the C ABI
 tests."""
 
@@ -224,7 +224,7 @@ DLB_ERR_NOT_ON_CPU = 26
 def capi():
     path = os.environ.get("DLBRIDGE_CAPI_LIB")
     if not path:
-        pytest.skip("DLBRIDGE_CAPI_LIB is not set (scripts/test-dpnp.sh sets it)")
+        pytest.skip("DLBRIDGE_CAPI_LIB is not set (scripts/test/dpnp.sh sets it)")
     lib = ctypes.CDLL(path)
     lib.dlb_last_error.restype = ctypes.c_char_p
     lib.dlb_tensor_free.restype = None

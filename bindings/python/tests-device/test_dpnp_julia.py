@@ -1,6 +1,6 @@
 """Julia embedded in Python (dlbridge.julia) facing a real oneAPI tensor: host access is refused
 with a clear error, the producer's deleter still runs once, and the tensor stays usable. Run by
-scripts/test-dpnp.sh, which installs the dlbridge-julia wheel into the dpnp venv."""
+scripts/test/dpnp.sh, which installs the dlbridge-julia wheel into the dpnp venv."""
 
 import gc
 

@@ -1,5 +1,5 @@
 //! Criterion benchmarks of the core: import + validate + drop of a managed tensor, the copy
-//! kernel on 64 MiB against `memcpy` (ratios are computed by `scripts/bench-report.py`), and the
+//! kernel on 64 MiB against `memcpy` (ratios are computed by `scripts/bench_report.py`), and the
 //! shared-memory transport's allocations, exports and hand-overs.
 #![allow(missing_docs)] // criterion_group!/criterion_main! generate undocumented functions
 

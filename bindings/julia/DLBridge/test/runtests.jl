@@ -1,5 +1,5 @@
 # DLBridge's test suite (Julia's Test stdlib). Run from the repository root with
-#   scripts/test-julia.sh
+#   scripts/test/julia.sh
 # or, with libdlbridge built and DLBRIDGE_LIB pointing at it,
 #   julia --project=bindings/julia/DLBridge bindings/julia/DLBridge/test/runtests.jl
 using Test

@@ -1,6 +1,6 @@
 /*
  * End-to-end test of the dlbridge C ABI, built and run (plainly and under valgrind) by
- * scripts/test-capi.sh. It includes the official dlpack.h next to dlbridge.h (the header only
+ * scripts/test/capi.sh. It includes the official dlpack.h next to dlbridge.h (the header only
  * forward-declares the DLPack structs), plays producer and consumer with hand-built managed
  * tensors, and counts every deleter and release callback.
  *

@@ -9,7 +9,7 @@
 //
 // `host GUEST out|in DTYPE LAYOUT` (in-process pairs, PROTOCOL.md) loads the guest library
 // named by DLBRIDGE_MATRIX_GUEST_<GUEST> (tests/matrix/agents/c/guest.h) with koffi (installed
-// from this folder's package.json by scripts/test-matrix.sh): `out` hands `exportPointer()` to
+// from this folder's package.json by scripts/test/matrix.sh): `out` hands `exportPointer()` to
 // the guest, `in` imports the guest's export with `importPointer`. Pointers cross koffi as
 // `uintptr_t` (the same C ABI as a pointer), so they stay BigInts on this side. With
 // DLBRIDGE_MATRIX_GUEST_RUST_NAPI set, `host rust` loads the Rust guest's napi-rs addon instead

@@ -22,7 +22,7 @@ which takes the numpy array as a tensor argument and returns its Rust tensor as 
 ``dlbridge.Tensor``.
 
 Launch (from the repository root): ``"$venv/bin/python" tests/matrix/agents/python/agent.py``
-with the python-test venv and ``PYTHONPATH=$(scripts/python-overlay.sh)`` (this clone's dlbridge).
+with the python-test venv and ``PYTHONPATH=target/python-overlay`` (this clone's dlbridge, ``./just build python_overlay``).
 """
 
 from __future__ import annotations
