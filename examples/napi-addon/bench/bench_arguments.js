@@ -1,7 +1,7 @@
 'use strict';
 /**
  * Per-call cost of the example addon's typed tensor argument (`JsTensorRef<'_, f32>`) against
- * napi-rs's own `Float32Array` argument, measured in one run (scripts/bench-napi-example.sh):
+ * napi-rs's own `Float32Array` argument, measured in one run (scripts/bench/napi_example.sh):
  * interleaved batches, so that both see the same machine state; the ratio's target is ≤ 1.0×.
  *
  * Usage: node bench/bench_arguments.js [--write-docs] [--quick]
