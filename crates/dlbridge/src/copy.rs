@@ -1,7 +1,10 @@
 //! The copy kernel: any strided layout (negative strides included) into a compact C- or F-order
 //! buffer, for any element size. Dimensions are reordered to follow the destination, size-1
 //! dimensions dropped and mergeable dimensions coalesced, so contiguous runs become one `memcpy`.
+//! A view's own copies ([`TensorView::to_contiguous`], [`TensorView::to_vec`]) are defined here,
+//! so that the view module needs neither the kernel nor [`Tensor`].
 
+use crate::dtype::Element;
 use crate::error::{Error, Result};
 use crate::flags::Flags;
 use crate::layout::Order;
@@ -36,6 +39,31 @@ pub fn to_contiguous(view: &TensorView<'_>, order: Order) -> Result<Tensor> {
     debug_assert_eq!(out.view().storage_size(), Some(item));
     copy_into(view, &out.view())?;
     Ok(out)
+}
+
+impl TensorView<'_> {
+    /// All elements in logical row-major order, copied out.
+    pub fn to_vec<T: Element>(&self) -> Result<Vec<T>> {
+        self.require_dtype::<T>()?;
+        let copy = to_contiguous(self, Order::C)?;
+        Ok(copy.view().as_slice::<T>()?.to_vec())
+    }
+
+    /// A compact copy in `order`, owned by Rust and flagged IS_COPIED.
+    ///
+    /// ```
+    /// use dlbridge::{Order, Tensor};
+    ///
+    /// let t = Tensor::from_vec((0..6).collect::<Vec<i64>>(), &[2, 3])?;
+    /// let f = t.view().to_contiguous(Order::F)?;
+    /// assert_eq!(f.strides(), &[1, 2]);
+    /// assert!(f.view().is_copied());
+    /// assert_eq!(f.view().to_vec::<i64>()?, [0, 1, 2, 3, 4, 5]); // logical order
+    /// # Ok::<(), dlbridge::Error>(())
+    /// ```
+    pub fn to_contiguous(&self, order: Order) -> Result<Tensor> {
+        to_contiguous(self, order)
+    }
 }
 
 /// Copies the elements of `src` into `dst`, which has the same shape and dtype and any

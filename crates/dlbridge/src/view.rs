@@ -2,12 +2,11 @@
 
 use std::marker::PhantomData;
 
-use crate::copy;
 use crate::dtype::{DataType, Element};
 use crate::error::{Error, Result};
 use crate::flags::Flags;
 use crate::layout::{self, ByteSpan, Order};
-use crate::{Device, Tensor};
+use crate::Device;
 
 /// A borrowed view of a tensor whose metadata has been validated (or was built by us).
 ///
@@ -150,7 +149,8 @@ impl<'a> TensorView<'a> {
         }
     }
 
-    fn require_dtype<T: Element>(&self) -> Result<()> {
+    /// Fails unless the elements are of type `T`.
+    pub(crate) fn require_dtype<T: Element>(&self) -> Result<()> {
         if self.dtype == T::DTYPE {
             Ok(())
         } else {
@@ -205,29 +205,6 @@ impl<'a> TensorView<'a> {
         // which is readable host memory for 'a; unaligned reads are allowed; a bool's byte was
         // checked to be 0 or 1 above.
         Ok(unsafe { (self.data as *const T).offset(offset).read_unaligned() })
-    }
-
-    /// All elements in logical row-major order, copied out.
-    pub fn to_vec<T: Element>(&self) -> Result<Vec<T>> {
-        self.require_dtype::<T>()?;
-        let copy = copy::to_contiguous(self, Order::C)?;
-        Ok(copy.view().as_slice::<T>()?.to_vec())
-    }
-
-    /// A compact copy in `order`, owned by Rust and flagged IS_COPIED.
-    ///
-    /// ```
-    /// use dlbridge::{Order, Tensor};
-    ///
-    /// let t = Tensor::from_vec((0..6).collect::<Vec<i64>>(), &[2, 3])?;
-    /// let f = t.view().to_contiguous(Order::F)?;
-    /// assert_eq!(f.strides(), &[1, 2]);
-    /// assert!(f.view().is_copied());
-    /// assert_eq!(f.view().to_vec::<i64>()?, [0, 1, 2, 3, 4, 5]); // logical order
-    /// # Ok::<(), dlbridge::Error>(())
-    /// ```
-    pub fn to_contiguous(&self, order: Order) -> Result<Tensor> {
-        copy::to_contiguous(self, order)
     }
 }
 
