@@ -11,9 +11,7 @@ use std::ptr::{self, NonNull};
 use smallvec::SmallVec;
 
 use crate::error::{Error, Result};
-use crate::ffi::{
-    DLDataType, DLDevice, DLManagedTensor, DLManagedTensorVersioned, DLPackVersion, DLTensor,
-};
+use crate::ffi::{DLManagedTensor, DLManagedTensorVersioned, DLPackVersion, DLTensor};
 use crate::flags::Flags;
 use crate::view::AsTensorView;
 
@@ -34,17 +32,9 @@ struct LegacyExport<T> {
     keep_alive: T,
 }
 
-/// Shape followed by strides, and the `DLTensor` fields that do not point into the block.
-fn describe<T: AsTensorView>(
-    source: &T,
-) -> (
-    SmallVec<[i64; 12]>,
-    *mut c_void,
-    DLDevice,
-    i32,
-    DLDataType,
-    Flags,
-) {
+/// The `DLTensor` of `source` with NULL shape and strides (they will point into the export's
+/// block: see [`link_dims`]), its shape followed by its strides, and its flags.
+fn describe<T: AsTensorView>(source: &T) -> (DLTensor, SmallVec<[i64; 12]>, Flags) {
     let view = source.view();
     let mut dims: SmallVec<[i64; 12]> = SmallVec::with_capacity(2 * view.ndim());
     dims.extend_from_slice(view.shape());
@@ -54,14 +44,16 @@ fn describe<T: AsTensorView>(
     } else {
         view.data_ptr() as *mut c_void
     };
-    (
-        dims,
+    let tensor = DLTensor {
         data,
-        view.device().to_raw(),
-        view.ndim() as i32,
-        view.dtype().to_raw(),
-        view.flags(),
-    )
+        device: view.device().to_raw(),
+        ndim: view.ndim() as i32,
+        dtype: view.dtype().to_raw(),
+        shape: ptr::null_mut(),
+        strides: ptr::null_mut(),
+        byte_offset: 0,
+    };
+    (tensor, dims, view.flags())
 }
 
 /// Points the tensor's shape/strides into `dims` (which must not move afterwards).
@@ -93,16 +85,7 @@ pub fn to_versioned<T: AsTensorView + Send + 'static>(
     source: T,
     extra_flags: Flags,
 ) -> NonNull<DLManagedTensorVersioned> {
-    let (dims, data, device, ndim, dtype, flags) = describe(&source);
-    let tensor = DLTensor {
-        data,
-        device,
-        ndim,
-        dtype,
-        shape: ptr::null_mut(),
-        strides: ptr::null_mut(),
-        byte_offset: 0,
-    };
+    let (tensor, dims, flags) = describe(&source);
     let mut block = Box::new(VersionedExport {
         managed: DLManagedTensorVersioned {
             version: DLPackVersion::CURRENT,
@@ -127,19 +110,10 @@ pub fn to_legacy<T: AsTensorView + Send + 'static>(
     source: T,
     allow_read_only: bool,
 ) -> Result<NonNull<DLManagedTensor>> {
-    let (dims, data, device, ndim, dtype, flags) = describe(&source);
+    let (tensor, dims, flags) = describe(&source);
     if flags.contains(Flags::READ_ONLY) && !allow_read_only {
         return Err(Error::ReadOnly);
     }
-    let tensor = DLTensor {
-        data,
-        device,
-        ndim,
-        dtype,
-        shape: ptr::null_mut(),
-        strides: ptr::null_mut(),
-        byte_offset: 0,
-    };
     let mut block = Box::new(LegacyExport {
         managed: DLManagedTensor {
             dl_tensor: tensor,

@@ -142,63 +142,68 @@ pub fn byte_span(
     itemsize: usize,
     byte_offset: u64,
 ) -> Result<ByteSpan> {
-    let overflow = || Error::StrideOverflow {
+    element_span(shape, strides, Some(itemsize), 0, byte_offset)
+}
+
+/// The [`ByteSpan`] of a tensor of `dtype_bits`-bit elements: [`byte_span`] for whole-byte
+/// elements (`item_size` bytes), and for packed ones (`item_size` `None`: sub-byte types, or
+/// vector types whose lanes do not fill whole bytes) the `⌈size·bits/8⌉` bytes from
+/// `byte_offset` of a C-contiguous tensor (the caller checks the contiguity: packed elements
+/// have no other layout). [`Error::StrideOverflow`] if the span leaves the `isize` range.
+pub(crate) fn element_span(
+    shape: &[i64],
+    strides: &[i64],
+    item_size: Option<usize>,
+    dtype_bits: u32,
+    byte_offset: u64,
+) -> Result<ByteSpan> {
+    let offset = isize::try_from(byte_offset).ok();
+    let span = match item_size {
+        Some(item) => offset.and_then(|offset| strided_span(shape, strides, item, offset)),
+        None => offset.and_then(|offset| packed_span(shape, dtype_bits, offset)),
+    };
+    span.ok_or_else(|| Error::StrideOverflow {
         shape: shape.to_vec(),
         strides: strides.to_vec(),
         byte_offset,
-    };
-    let offset = isize::try_from(byte_offset).map_err(|_| overflow())?;
-    let item = isize::try_from(itemsize).map_err(|_| overflow())?;
+    })
+}
+
+/// The span of `item`-byte elements laid out by `strides`, `offset` bytes from `data`; `None`
+/// when a step leaves the `isize` range (import validation relies on every step being checked).
+fn strided_span(shape: &[i64], strides: &[i64], item: usize, offset: isize) -> Option<ByteSpan> {
+    let item = isize::try_from(item).ok()?;
     // An empty tensor touches nothing, whatever its other dimensions and strides.
     if shape.contains(&0) {
-        return Ok(ByteSpan {
+        return Some(ByteSpan {
             start: offset,
             end: offset,
         });
     }
-    // Element offsets of the lowest and highest element, then bytes; every step is checked, so
-    // any layout whose span leaves the isize range is an error (import validation relies on it).
+    // Element offsets of the lowest and highest element, then bytes.
     let (mut low, mut high) = (0isize, 0isize);
     for (&d, &s) in shape.iter().zip(strides) {
         let reach = isize::try_from(d - 1)
-            .ok()
-            .zip(isize::try_from(s).ok())
-            .and_then(|(n, s)| n.checked_mul(s))
-            .ok_or_else(overflow)?;
+            .ok()?
+            .checked_mul(isize::try_from(s).ok()?)?;
         let bound = if reach < 0 { &mut low } else { &mut high };
-        *bound = bound.checked_add(reach).ok_or_else(overflow)?;
+        *bound = bound.checked_add(reach)?;
     }
-    let bytes = |elements: isize| {
-        elements
-            .checked_mul(item)
-            .and_then(|b| b.checked_add(offset))
-    };
-    let start = bytes(low).ok_or_else(overflow)?;
-    let end = high.checked_add(1).and_then(bytes).ok_or_else(overflow)?;
-    Ok(ByteSpan { start, end })
+    let bytes = |elements: isize| elements.checked_mul(item)?.checked_add(offset);
+    Some(ByteSpan {
+        start: bytes(low)?,
+        end: bytes(high.checked_add(1)?)?,
+    })
 }
 
-/// The [`ByteSpan`] of a C-contiguous tensor of packed elements of `bits` bits each (sub-byte
-/// types, or vector types whose lanes do not fill whole bytes): `⌈size·bits/8⌉` bytes from
-/// `byte_offset`, or [`Error::StrideOverflow`] if that leaves the `isize` range. The caller checks
-/// the contiguity (packed elements have no other layout).
-pub fn packed_byte_span(
-    shape: &[i64],
-    strides: &[i64],
-    bits: u32,
-    byte_offset: u64,
-) -> Result<ByteSpan> {
-    let overflow = || Error::StrideOverflow {
-        shape: shape.to_vec(),
-        strides: strides.to_vec(),
-        byte_offset,
-    };
-    let offset = isize::try_from(byte_offset).map_err(|_| overflow())?;
-    let end = element_count(shape)
-        .and_then(|size| packed_len(size as u64, bits))
-        .and_then(|bytes| offset.checked_add(bytes as isize))
-        .ok_or_else(overflow)?;
-    Ok(ByteSpan { start: offset, end })
+/// The span of a C-contiguous tensor of packed `bits`-bit elements, `offset` bytes from `data`;
+/// `None` when it leaves the `isize` range.
+fn packed_span(shape: &[i64], bits: u32, offset: isize) -> Option<ByteSpan> {
+    let bytes = packed_len(element_count(shape)? as u64, bits)?;
+    Some(ByteSpan {
+        start: offset,
+        end: offset.checked_add(bytes as isize)?,
+    })
 }
 
 /// Bytes that `count` packed elements of `bits` bits each occupy (`⌈count·bits/8⌉`), or `None`
@@ -209,21 +214,6 @@ pub fn packed_len(count: u64, bits: u32) -> Option<usize> {
     usize::try_from(bytes)
         .ok()
         .filter(|&b| b <= isize::MAX as usize)
-}
-
-/// The [`ByteSpan`] of a tensor of `dtype` elements: [`byte_span`] for whole-byte elements
-/// (`item_size` bytes), [`packed_byte_span`] for packed ones (`item_size` `None`).
-pub(crate) fn element_span(
-    shape: &[i64],
-    strides: &[i64],
-    item_size: Option<usize>,
-    dtype_bits: u32,
-    byte_offset: u64,
-) -> Result<ByteSpan> {
-    match item_size {
-        Some(item) => byte_span(shape, strides, item, byte_offset),
-        None => packed_byte_span(shape, strides, dtype_bits, byte_offset),
-    }
 }
 
 /// The offset, in elements, of the element at `index` (one index per dimension) from element 0
@@ -306,19 +296,19 @@ mod tests {
     fn packed_span_counts_bits_not_elements() {
         // five 4-bit elements: 3 bytes; four 12-bit elements (int4x3): 6 bytes
         assert_eq!(
-            packed_byte_span(&[5], &[1], 4, 0).unwrap(),
+            element_span(&[5], &[1], None, 4, 0).unwrap(),
             ByteSpan { start: 0, end: 3 }
         );
         assert_eq!(
-            packed_byte_span(&[2, 2], &[2, 1], 12, 8).unwrap(),
+            element_span(&[2, 2], &[2, 1], None, 12, 8).unwrap(),
             ByteSpan { start: 8, end: 14 }
         );
         assert_eq!(
-            packed_byte_span(&[0], &[1], 4, 8).unwrap(),
+            element_span(&[0], &[1], None, 4, 8).unwrap(),
             ByteSpan { start: 8, end: 8 }
         );
-        assert!(packed_byte_span(&[i64::MAX], &[1], 12, 0).is_err());
-        assert!(packed_byte_span(&[2], &[1], 4, u64::MAX).is_err());
+        assert!(element_span(&[i64::MAX], &[1], None, 12, 0).is_err());
+        assert!(element_span(&[2], &[1], None, 4, u64::MAX).is_err());
     }
 
     #[test]
