@@ -7,11 +7,11 @@
 ///
 /// # Safety
 /// The arguments are valid for that system call (pointers point at what it reads or writes).
-#[cfg(target_arch = "x86_64")]
 #[inline(always)]
 pub(super) unsafe fn syscall(number: libc::c_long, args: [usize; 6]) -> isize {
     let ret: isize;
     // SAFETY: the caller's contract; the kernel clobbers rcx and r11 and nothing else.
+    #[cfg(target_arch = "x86_64")]
     unsafe {
         core::arch::asm!(
             "syscall",
@@ -27,18 +27,8 @@ pub(super) unsafe fn syscall(number: libc::c_long, args: [usize; 6]) -> isize {
             options(nostack),
         );
     }
-    ret
-}
-
-/// Makes system call `number` with up to six arguments.
-///
-/// # Safety
-/// The arguments are valid for that system call (pointers point at what it reads or writes).
-#[cfg(target_arch = "aarch64")]
-#[inline(always)]
-pub(super) unsafe fn syscall(number: libc::c_long, args: [usize; 6]) -> isize {
-    let ret: isize;
     // SAFETY: the caller's contract; the kernel returns in x0 and preserves the other registers.
+    #[cfg(target_arch = "aarch64")]
     unsafe {
         core::arch::asm!(
             "svc 0",
@@ -60,7 +50,6 @@ pub(super) unsafe fn syscall(number: libc::c_long, args: [usize; 6]) -> isize {
 /// # Safety
 /// `stack_top` is the 16-byte-aligned end of writable memory large enough for `entry`'s frames,
 /// and nothing still running uses the old stack.
-#[cfg(target_arch = "x86_64")]
 pub(super) unsafe fn run_on_stack(
     stack_top: usize,
     entry: extern "C" fn(usize, usize, usize) -> !,
@@ -70,6 +59,7 @@ pub(super) unsafe fn run_on_stack(
 ) -> ! {
     // SAFETY: the caller's contract; `call` pushes the return address, leaving the stack aligned
     // as the C ABI expects at a function's entry.
+    #[cfg(target_arch = "x86_64")]
     unsafe {
         core::arch::asm!(
             "mov rsp, {top}",
@@ -80,24 +70,10 @@ pub(super) unsafe fn run_on_stack(
             in("rsi") b,
             in("rdx") c,
             options(noreturn),
-        )
+        );
     }
-}
-
-/// Moves the stack pointer to `stack_top` and calls `entry(a, b, c)`, which never returns.
-///
-/// # Safety
-/// `stack_top` is the 16-byte-aligned end of writable memory large enough for `entry`'s frames,
-/// and nothing still running uses the old stack.
-#[cfg(target_arch = "aarch64")]
-pub(super) unsafe fn run_on_stack(
-    stack_top: usize,
-    entry: extern "C" fn(usize, usize, usize) -> !,
-    a: usize,
-    b: usize,
-    c: usize,
-) -> ! {
-    // SAFETY: the caller's contract.
+    // SAFETY: the caller's contract (`blr` leaves the stack as it is, aligned).
+    #[cfg(target_arch = "aarch64")]
     unsafe {
         core::arch::asm!(
             "mov sp, {top}",
@@ -108,28 +84,23 @@ pub(super) unsafe fn run_on_stack(
             in("x1") b,
             in("x2") c,
             options(noreturn),
-        )
+        );
     }
 }
 
 /// This thread's thread pointer (the C library's per-thread block, which also holds the area the
 /// kernel updates on every return to user space when restartable sequences are registered).
-#[cfg(target_arch = "x86_64")]
 pub(super) fn thread_pointer() -> usize {
     let tp: usize;
     // SAFETY: on x86_64 Linux the first word of the thread control block points at itself.
+    #[cfg(target_arch = "x86_64")]
     unsafe {
-        core::arch::asm!("mov {}, qword ptr fs:[0]", out(reg) tp, options(nostack, readonly))
-    };
-    tp
-}
-
-/// This thread's thread pointer (the C library's per-thread block, which also holds the area the
-/// kernel updates on every return to user space when restartable sequences are registered).
-#[cfg(target_arch = "aarch64")]
-pub(super) fn thread_pointer() -> usize {
-    let tp: usize;
+        core::arch::asm!("mov {}, qword ptr fs:[0]", out(reg) tp, options(nostack, readonly));
+    }
     // SAFETY: reads the thread-pointer register.
-    unsafe { core::arch::asm!("mrs {}, tpidr_el0", out(reg) tp, options(nostack, nomem)) };
+    #[cfg(target_arch = "aarch64")]
+    unsafe {
+        core::arch::asm!("mrs {}, tpidr_el0", out(reg) tp, options(nostack, nomem));
+    }
     tp
 }
