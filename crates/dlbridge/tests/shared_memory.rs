@@ -8,6 +8,9 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use dlbridge::shm::{self, Access, HANDLE_WHAT};
 use dlbridge::{DataType, Error, Flags, Order, Tensor};
 
+mod helper_process;
+use helper_process::{helper_command, Helper};
+
 /// Whether the descriptor a handle names is still open in the process it names.
 fn descriptor_open(handle: &str) -> bool {
     let parts: Vec<&str> = handle.split('-').collect();
@@ -17,6 +20,15 @@ fn descriptor_open(handle: &str) -> bool {
             .to_string_lossy()
             .starts_with(&format!("/memfd:dlbridge-{}", parts[3]))
     })
+}
+
+/// The handle a producer helper printed (its line `handle: HANDLE`).
+fn printed_handle(out: &std::process::Output) -> String {
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .find_map(|l| l.strip_prefix("handle: "))
+        .unwrap()
+        .to_owned()
 }
 
 #[test]
@@ -248,9 +260,7 @@ fn a_killed_keeper_is_replaced_at_the_next_hand_over() {
 
 #[test]
 fn a_hand_over_without_a_keeper_fails_loudly_and_leaks_nothing() {
-    let out = std::process::Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "no_keeper_helper", "--nocapture", "-q"])
-        .env("DLBRIDGE_SHM_NO_KEEPER", "1")
+    let out = helper_command("no_keeper_helper", "DLBRIDGE_SHM_NO_KEEPER", "1")
         .output()
         .unwrap();
     let stdout = String::from_utf8(out.stdout).unwrap();
@@ -324,20 +334,13 @@ fn a_hand_over_needs_no_path() {
     )
     .unwrap();
     for path in ["", "."] {
-        let out = std::process::Command::new(std::env::current_exe().unwrap())
-            .args(["--exact", "producer_helper", "--nocapture", "-q"])
-            .env("DLBRIDGE_SHM_PRODUCER", "1")
+        let out = helper_command("producer_helper", "DLBRIDGE_SHM_PRODUCER", "1")
             .env("PATH", path)
             .current_dir(&dir)
             .output()
             .unwrap();
         assert!(out.status.success(), "PATH={path:?}");
-        let stdout = String::from_utf8(out.stdout).unwrap();
-        let handle = stdout
-            .lines()
-            .find_map(|l| l.strip_prefix("handle: "))
-            .unwrap()
-            .to_owned();
+        let handle = printed_handle(&out);
         let opened = shm::open(&handle, Access::ReadOnly).unwrap();
         assert_eq!(
             opened.view().to_vec::<i32>().unwrap(),
@@ -354,18 +357,11 @@ fn a_hand_over_needs_no_path() {
 
 #[test]
 fn a_handed_over_segment_outlives_its_exited_producer() {
-    let out = std::process::Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "producer_helper", "--nocapture", "-q"])
-        .env("DLBRIDGE_SHM_PRODUCER", "1")
+    let out = helper_command("producer_helper", "DLBRIDGE_SHM_PRODUCER", "1")
         .output()
         .unwrap();
     assert!(out.status.success());
-    let stdout = String::from_utf8(out.stdout).unwrap();
-    let handle = stdout
-        .lines()
-        .find_map(|l| l.strip_prefix("handle: "))
-        .unwrap()
-        .to_owned();
+    let handle = printed_handle(&out);
     let opened = shm::open(&handle, Access::ReadOnly).unwrap();
     assert_eq!(opened.view().to_vec::<i32>().unwrap(), [0, 1, 2]);
     let keeper = handle.split('-').nth(1).unwrap().to_owned();
@@ -385,18 +381,11 @@ fn producer_helper() {
 
 #[test]
 fn a_hand_over_nobody_opens_is_freed_when_its_keeper_times_out() {
-    let out = std::process::Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "producer_helper", "--nocapture", "-q"])
-        .env("DLBRIDGE_SHM_PRODUCER", "1")
+    let out = helper_command("producer_helper", "DLBRIDGE_SHM_PRODUCER", "1")
         .env("DLBRIDGE_SHM_HANDOFF_SECONDS", "1")
         .output()
         .unwrap();
-    let stdout = String::from_utf8(out.stdout).unwrap();
-    let handle = stdout
-        .lines()
-        .find_map(|l| l.strip_prefix("handle: "))
-        .unwrap()
-        .to_owned();
+    let handle = printed_handle(&out);
     let keeper = handle.split('-').nth(1).unwrap().to_owned();
     assert!(
         eventually(|| ended(&keeper)),
@@ -564,11 +553,13 @@ fn bad_segments_give_typed_errors_and_leave_nothing_mapped() {
 fn a_child_process_reads_and_writes_the_segment() {
     // The child is this test binary again, running only the helper test below.
     let shared = shm::export(&Tensor::arange(6, DataType::F64).unwrap().view()).unwrap();
-    let status = std::process::Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "child_process_helper", "--nocapture"])
-        .env("DLBRIDGE_SHM_CHILD", shared.handle())
-        .status()
-        .unwrap();
+    let status = helper_command(
+        "child_process_helper",
+        "DLBRIDGE_SHM_CHILD",
+        shared.handle(),
+    )
+    .status()
+    .unwrap();
     assert!(status.success());
     assert_eq!(
         shared.tensor().view().as_slice::<f64>().unwrap(),
@@ -610,11 +601,13 @@ fn reserve_keeps_a_segment_for_the_next_opener() {
 #[test]
 fn a_read_only_opener_that_writes_anyway_changes_only_its_own_copy() {
     let shared = shm::export(&Tensor::arange(4, DataType::U8).unwrap().view()).unwrap();
-    let out = std::process::Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "careless_writer_helper", "--nocapture", "-q"])
-        .env("DLBRIDGE_SHM_CARELESS", shared.handle())
-        .output()
-        .unwrap();
+    let out = helper_command(
+        "careless_writer_helper",
+        "DLBRIDGE_SHM_CARELESS",
+        shared.handle(),
+    )
+    .output()
+    .unwrap();
     let stdout = String::from_utf8(out.stdout).unwrap();
     assert!(
         out.status.success(),
@@ -667,15 +660,8 @@ fn a_segment_the_system_cannot_back_is_an_allocation_failure() {
 
 #[test]
 fn opening_a_leased_segment_fails_at_once() {
-    let mut holder = std::process::Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "lease_holder_helper", "--nocapture", "-q"])
-        .env("DLBRIDGE_SHM_LEASE", "1")
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let handle = std::io::BufRead::lines(std::io::BufReader::new(holder.stdout.take().unwrap()))
-        .find_map(|line| Some(line.ok()?.strip_prefix("handle: ")?.to_owned()))
-        .unwrap();
+    let (holder, handle) =
+        Helper::spawn_printing("lease_holder_helper", "DLBRIDGE_SHM_LEASE", "1", "handle: ");
     let (sender, receiver) = std::sync::mpsc::channel();
     let opener = handle.clone();
     std::thread::spawn(move || {
@@ -683,8 +669,7 @@ fn opening_a_leased_segment_fails_at_once() {
         let _ = sender.send((shm::open(&opener, Access::ReadOnly), started.elapsed()));
     });
     let outcome = receiver.recv_timeout(std::time::Duration::from_secs(10));
-    let _ = holder.kill();
-    let _ = holder.wait();
+    drop(holder);
     let (result, took) = outcome.expect("the open waited for the lease to break");
     match result {
         Err(Error::ShmIo {

@@ -6,11 +6,13 @@
 
 use std::fs::OpenOptions;
 use std::os::fd::AsRawFd;
-use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
 use dlbridge::shm::{self, Access};
 use dlbridge::{DataType, Error};
+
+mod helper_process;
+use helper_process::{helper_command, Helper};
 
 /// Header offsets (see the segment layout in the shm module).
 const NDIM_AT: usize = 12;
@@ -52,34 +54,14 @@ fn map_raw(handle: &str) -> (*mut u8, usize) {
     (base as *mut u8, len)
 }
 
-/// A helper process, killed when dropped (also when the test fails).
-struct Helper(Child);
-
-impl Drop for Helper {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-/// Runs one helper test of this binary in a child process with `var` set to `value`.
-fn spawn_helper(helper: &str, var: &str, value: &str) -> Helper {
-    Helper(
-        Command::new(std::env::current_exe().unwrap())
-            .args(["--exact", helper, "--nocapture", "--test-threads=1"])
-            .env(var, value)
-            .spawn()
-            .unwrap(),
-    )
-}
-
 #[test]
 fn opens_racing_a_header_writer_fit_the_mapping_or_fail_typed() {
     let shared = shm::empty(&[2, 3], DataType::F32).unwrap();
-    let writer = spawn_helper(
+    let (writer, _) = Helper::spawn_printing(
         "header_writer_helper",
         "DLBRIDGE_SHM_HEADER_WRITER",
         shared.handle(),
+        "helper: writing",
     );
     let (mut opened, mut refused) = (0u64, 0u64);
     let start = Instant::now();
@@ -135,6 +117,7 @@ fn header_writer_helper() {
     // SAFETY: as above.
     let put32 = |at: usize, v: u32| unsafe { (base.add(at) as *mut u32).write_volatile(v) };
     let deadline = Instant::now() + Duration::from_secs(60);
+    println!("helper: writing");
     let mut round = 0u64;
     while Instant::now() < deadline {
         round += 1;
@@ -161,12 +144,13 @@ fn a_peer_cannot_truncate_or_grow_a_mapped_segment() {
     // SAFETY: the segment holds 3072 writable f32s while `shared` lives.
     unsafe { (0..3072).for_each(|i| data.add(i).write(i as f32)) };
     let opened = shm::open(shared.handle(), Access::ReadOnly).unwrap();
-    let mut truncator = spawn_helper(
+    let status = helper_command(
         "truncator_helper",
         "DLBRIDGE_SHM_TRUNCATOR",
         shared.handle(),
-    );
-    let status = truncator.0.wait().unwrap();
+    )
+    .status()
+    .unwrap();
     assert!(status.success(), "the truncating peer's checks failed");
     // Both mappings still read every page, and release normally.
     let expected: Vec<f32> = (0..3072).map(|i| i as f32).collect();

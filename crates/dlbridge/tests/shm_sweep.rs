@@ -3,43 +3,20 @@
 //! one a live process maps or whose creator still runs.
 #![cfg(target_os = "linux")]
 
-use std::io::{BufRead, BufReader};
 use std::os::fd::AsRawFd;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 
 use dlbridge::shm::{self, Access};
 use dlbridge::{DataType, Error};
 
-/// A helper process, killed when dropped (also when the test fails).
-struct Helper(Child);
-
-impl Drop for Helper {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-/// Runs one helper test of this binary with `var` set, and returns it with the first line it
-/// prints.
-fn spawn_helper(helper: &str, var: &str, value: &str) -> (Helper, String) {
-    let mut child = Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", helper, "--nocapture", "--test-threads=1", "-q"])
-        .env(var, value)
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let line = lines
-        .find_map(|l| l.unwrap().strip_prefix("helper: ").map(str::to_owned))
-        .unwrap();
-    (Helper(child), line)
-}
+mod helper_process;
+use helper_process::Helper;
 
 #[test]
 fn a_segment_dies_with_its_killed_creator() {
-    let (mut creator, handle) = spawn_helper("creator_helper", "DLBRIDGE_SHM_CREATOR", "1");
+    let (mut creator, handle) =
+        Helper::spawn_printing("creator_helper", "DLBRIDGE_SHM_CREATOR", "1", "helper: ");
     let opened = shm::open(&handle, Access::ReadOnly).unwrap();
     assert_eq!(opened.view().to_vec::<u32>().unwrap(), [7, 7, 7, 7]);
     drop(opened);
@@ -99,7 +76,8 @@ fn sweep_removes_only_unheld_segments_of_dead_creators() {
     let creator_alive = legacy_segment(&format!("dlbridge-{me}-2-0000abcd"));
     let not_ours = "/dev/shm/dlbridge-other-program".to_owned();
     std::fs::write(&not_ours, b"DLBRIDGE").unwrap();
-    let (holder, ready) = spawn_helper("mapper_helper", "DLBRIDGE_SHM_MAPPER", &mapped);
+    let (holder, ready) =
+        Helper::spawn_printing("mapper_helper", "DLBRIDGE_SHM_MAPPER", &mapped, "helper: ");
     assert_eq!(ready, "mapped");
 
     // (Another test's process may sweep at the same time: check the files, not the count.)
