@@ -1,10 +1,16 @@
 """Helpers shared by the dlbridge test suite: capsule inspection, data pointers of every peer,
-and the test-only counting producer."""
+the test-only counting producer, a forwarding producer to plant defects in, and child
+interpreters."""
 
 import ctypes
 import gc
+import os
+import subprocess
+import sys
+import textwrap
 
 import numpy as np
+import pytest
 
 from dlbridge import _dlbridge
 
@@ -61,6 +67,44 @@ class Producer:
 
     def __dlpack_device__(self):
         return self.device
+
+
+class Forwarding:
+    """A producer that forwards the protocol to the array it wraps; subclasses (and metaclasses)
+    plant one defect or twist each."""
+
+    def __init__(self, a):
+        self.a = a
+
+    def __dlpack__(self, **kwargs):
+        return self.a.__dlpack__(**kwargs)
+
+    def __dlpack_device__(self):
+        return self.a.__dlpack_device__()
+
+
+TESTS = os.path.dirname(os.path.abspath(__file__))
+
+
+def run_python(code, *args, timeout=60, env=None, cwd=None):
+    """Runs ``code`` (dedented) in a fresh interpreter, a real second process that can import this
+    folder's modules (``from helpers import Forwarding``); returns its stdout, stripped. A crash, a
+    hang (a deadlock) or an exit status other than 0 fails the test."""
+    env = dict(os.environ if env is None else env)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [TESTS, env.get("PYTHONPATH")]))
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", textwrap.dedent(code), *args],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            env=env,
+            cwd=cwd,
+        )
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"the child hung for {timeout} s (deadlock)")
+    assert done.returncode == 0, f"exit status {done.returncode}\n{done.stderr}"
+    return done.stdout.strip()
 
 
 def aligned_array(n, dtype=np.float32):

@@ -16,6 +16,7 @@ import dlbridge
 from dlbridge import conformance
 from dlbridge.conformance import abi
 from dlbridge.conformance.library_adapters import NumpyAdapter
+from helpers import Forwarding
 
 TESTS = os.path.dirname(os.path.abspath(__file__))
 DOC = os.path.join(TESTS, "..", "..", "..", "docs", "conformance.md")
@@ -23,19 +24,6 @@ DOC = os.path.join(TESTS, "..", "..", "..", "docs", "conformance.md")
 # Checks no numpy wrapper can pass or fail: numpy has no asynchronous queue and publishes no
 # C exchange API table.
 NOT_APPLICABLE = {"producer.stream.synchronized", "producer.exchange_api.table"}
-
-
-class Wrapped:
-    """A producer over a numpy array; subclasses plant one defect each."""
-
-    def __init__(self, a):
-        self.a = a
-
-    def __dlpack__(self, **kwargs):
-        return self.a.__dlpack__(**kwargs)
-
-    def __dlpack_device__(self):
-        return self.a.__dlpack_device__()
 
 
 class WrapperAdapter(NumpyAdapter):
@@ -64,12 +52,12 @@ class WrapperAdapter(NumpyAdapter):
         return obj.a.__array_interface__["data"][0]
 
 
-class VersionedUnasked(Wrapped):
+class VersionedUnasked(Forwarding):
     def __dlpack__(self, **kwargs):
         return self.a.__dlpack__(**{**kwargs, "max_version": (1, 3)})
 
 
-class DropsReadOnly(Wrapped):
+class DropsReadOnly(Forwarding):
     def __dlpack__(self, **kwargs):
         capsule = self.a.__dlpack__(**kwargs)
         if abi.capsule_name(capsule) == abi.VERSIONED:
@@ -80,22 +68,22 @@ class DropsReadOnly(Wrapped):
         return capsule
 
 
-class LiesAboutDevice(Wrapped):
+class LiesAboutDevice(Forwarding):
     def __dlpack_device__(self):
         return (2, 0)
 
 
-class IgnoresCopy(Wrapped):
+class IgnoresCopy(Forwarding):
     def __dlpack__(self, copy=None, **kwargs):
         return self.a.__dlpack__(**kwargs)
 
 
-class IgnoresDlDevice(Wrapped):
+class IgnoresDlDevice(Forwarding):
     def __dlpack__(self, dl_device=None, **kwargs):
         return self.a.__dlpack__(**kwargs)
 
 
-class WrongStrides(Wrapped):
+class WrongStrides(Forwarding):
     def __dlpack__(self, **kwargs):
         capsule = self.a.__dlpack__(**kwargs)
         info = abi.read_capsule(capsule)
@@ -106,7 +94,7 @@ class WrongStrides(Wrapped):
         return capsule
 
 
-class AcceptsStream(Wrapped):
+class AcceptsStream(Forwarding):
     def __dlpack__(self, stream=None, **kwargs):
         return self.a.__dlpack__(**kwargs)
 
@@ -133,7 +121,7 @@ def test_planted_producer_defect_is_caught_by_its_check(producer, check):
 
 
 def test_honest_numpy_wrapper_passes_every_check():
-    report = conformance.check(WrapperAdapter(Wrapped, "honest"))
+    report = conformance.check(WrapperAdapter(Forwarding, "honest"))
     assert report.failures == []
     assert set(report.skipped) == NOT_APPLICABLE
     assert set(report.passed) | set(report.skipped) == set(conformance.CHECK_NAMES)
@@ -259,7 +247,7 @@ def test_adapter_without_optional_parts_skips_their_checks_by_name():
     assert "from_dlpack" in report.skip_reasons["consumer.protocol.renames"]
 
 
-class AbortsOnCopy(Wrapped):
+class AbortsOnCopy(Forwarding):
     """A producer that kills the process when asked for a copy."""
 
     def __dlpack__(self, **kwargs):
@@ -375,7 +363,7 @@ def _writable_alias(a):
     return np.asarray(type("Alias", (), {"__array_interface__": interface, "keep": a})())
 
 
-class LegacyOnly(Wrapped):
+class LegacyOnly(Forwarding):
     """A producer from before DLPack 1.0, which exports read-only data as legacy capsules."""
 
     def __dlpack__(self, stream=None):
@@ -394,7 +382,7 @@ def test_legacy_only_producer_of_read_only_data_falls_back_to_legacy_capsules():
     assert "legacy capsule" in finding.detail and "x.__dlpack__()" in finding.detail
 
 
-class StreamRaises(Wrapped):
+class StreamRaises(Forwarding):
     def __dlpack__(self, **kwargs):
         if "stream" in kwargs:
             raise RuntimeError("no streams here")

@@ -3,10 +3,8 @@ ctypes, torch's table used on our tensors and ours on torch's (torch's test_dlpa
 idea), and the consumer's fast path."""
 
 import ctypes
-import subprocess
 import sys
 import threading
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -22,7 +20,7 @@ from dlbridge.conformance.abi import (
     DLPackVersion,
     DLTensor,
 )
-from helpers import np_ptr, testing
+from helpers import np_ptr, run_python, testing
 
 MANAGED_P = ctypes.POINTER(DLManagedTensorVersioned)
 SET_ERROR = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_char_p, ctypes.c_char_p)
@@ -325,9 +323,8 @@ def test_pure_python_integer_table_does_not_crash_the_interpreter(name):
         "try:\n    dlbridge.from_dlpack(Evil())\n"
         "except TypeError as e:\n    print('TypeError:', e)\n"
     )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
-    assert done.returncode == 0, done.stderr
-    assert f"TypeError: cannot import an Evil: its type publishes {name} = an object of type int" in done.stdout
+    out = run_python(code)
+    assert f"TypeError: cannot import an Evil: its type publishes {name} = an object of type int" in out
 
 
 class Borrowed:
@@ -383,9 +380,7 @@ def run_evil(base, dunder):
         "try:\n    print('imported', dlbridge.from_dlpack(x).shape)\n"
         "except TypeError as e:\n    print('TypeError:', e)\n"
     )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
-    assert done.returncode == 0, done.stderr
-    return done.stdout
+    return run_python(code)
 
 
 @pytest.mark.parametrize("base", ["class", "int"])
@@ -411,9 +406,8 @@ def test_copied_table_whose_code_crashes_on_foreign_objects_is_never_called():
     """A producer whose entry point trusts its argument to be its own tensor (simulated: it
     kills the process with SIGSEGV) must never see an object of another layout."""
     code = (
-        "import ctypes, os, signal, sys\n"
+        "import ctypes, os, signal\n"
         "import numpy as np, dlbridge\n"
-        f"sys.path.insert(0, {str(Path(__file__).parent)!r})\n"
         "from test_exchange_api import FROM_PY_OBJECT, capsule_of, fake_table\n"
         "def crash(obj, out):\n"
         "    os.kill(os.getpid(), signal.SIGSEGV)\n"
@@ -426,9 +420,7 @@ def test_copied_table_whose_code_crashes_on_foreign_objects_is_never_called():
         "        return np.arange(3).__dlpack__(**kwargs)\n"
         "print('imported', dlbridge.from_dlpack(Evil()).shape)\n"
     )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
-    assert done.returncode == 0, done.stderr
-    assert "imported (3,)" in done.stdout
+    assert "imported (3,)" in run_python(code)
 
 
 class TorchSubclass(torch.Tensor):

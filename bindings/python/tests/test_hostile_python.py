@@ -3,35 +3,17 @@ lookups, a second thread importing meanwhile, and attempts to mutate `dlbridge.T
 instances of it that dlbridge never initialised. Each case runs in a child process with a timeout,
 so that a crash or a deadlock fails the test instead of the suite."""
 
-import subprocess
-import sys
-import textwrap
-
 import pytest
 
 import dlbridge
-
-
-def run_child(code, timeout=60):
-    """Runs `code` in a fresh interpreter; returns its stdout (fails on a crash, a hang or an
-    exit status other than 0)."""
-    try:
-        done = subprocess.run(
-            [sys.executable, "-c", textwrap.dedent(code)],
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-        )
-    except subprocess.TimeoutExpired:
-        pytest.fail(f"the child hung for {timeout} s (deadlock)")
-    assert done.returncode == 0, f"exit status {done.returncode}\n{done.stderr}"
-    return done.stdout
+from helpers import run_python
 
 
 def test_a_metaclass_that_imports_re_entrantly_during_the_type_probe_does_not_deadlock():
-    out = run_child(
+    out = run_python(
         """
         import numpy as np, dlbridge
+        from helpers import Forwarding
 
         class Meta(type):
             def __getattr__(cls, name):
@@ -42,14 +24,8 @@ def test_a_metaclass_that_imports_re_entrantly_during_the_type_probe_does_not_de
                     cls.seen = dlbridge.from_dlpack(cls(np.arange(3.0))).tolist()
                 raise AttributeError(name)
 
-        class Reentrant(metaclass=Meta):
+        class Reentrant(Forwarding, metaclass=Meta):
             inner = False
-            def __init__(self, a):
-                self.a = a
-            def __dlpack__(self, **kwargs):
-                return self.a.__dlpack__(**kwargs)
-            def __dlpack_device__(self):
-                return self.a.__dlpack_device__()
 
         t = dlbridge.from_dlpack(Reentrant(np.arange(4.0)))
         print(t.tolist(), Reentrant.seen)
@@ -61,9 +37,10 @@ def test_a_metaclass_that_imports_re_entrantly_during_the_type_probe_does_not_de
 
 
 def test_a_property_on_the_metaclass_that_imports_re_entrantly_does_not_deadlock():
-    out = run_child(
+    out = run_python(
         """
         import numpy as np, dlbridge
+        from helpers import Forwarding
 
         class Meta(type):
             @property
@@ -73,25 +50,21 @@ def test_a_property_on_the_metaclass_that_imports_re_entrantly_does_not_deadlock
                 cls.seen = dlbridge.from_dlpack(np.arange(2.0)).tolist()
                 return False
 
-        class Producer(metaclass=Meta):
-            def __init__(self, a):
-                self.a = a
-            def __dlpack__(self, **kwargs):
-                return self.a.__dlpack__(**kwargs)
-            def __dlpack_device__(self):
-                return (1, 0)
+        class Producer(Forwarding, metaclass=Meta):
+            pass
 
         print(dlbridge.from_dlpack(Producer(np.arange(3.0))).tolist(), Producer.seen)
         """
     )
-    assert out.strip() == "[0.0, 1.0, 2.0] [0.0, 1.0]"
+    assert out == "[0.0, 1.0, 2.0] [0.0, 1.0]"
 
 
 def test_a_second_thread_importing_while_a_type_probe_waits_does_not_deadlock():
-    out = run_child(
+    out = run_python(
         """
         import threading
         import numpy as np, dlbridge
+        from helpers import Forwarding
 
         started, release = threading.Event(), threading.Event()
         results = {}
@@ -103,13 +76,8 @@ def test_a_second_thread_importing_while_a_type_probe_waits_does_not_deadlock():
                     release.wait(10)   # lets the GIL go, as any Python code may
                 raise AttributeError(name)
 
-        class Slow(metaclass=Meta):
-            def __init__(self, a):
-                self.a = a
-            def __dlpack__(self, **kwargs):
-                return self.a.__dlpack__(**kwargs)
-            def __dlpack_device__(self):
-                return (1, 0)
+        class Slow(Forwarding, metaclass=Meta):
+            pass
 
         def slow_import():
             results["slow"] = dlbridge.from_dlpack(Slow(np.arange(3.0))).tolist()
@@ -126,7 +94,7 @@ def test_a_second_thread_importing_while_a_type_probe_waits_does_not_deadlock():
         """,
         timeout=40,
     )
-    assert out.strip() == "[0.0, 1.0] [0.0, 1.0, 2.0]"
+    assert out == "[0.0, 1.0] [0.0, 1.0, 2.0]"
 
 
 def test_the_tensor_type_is_immutable():
@@ -160,7 +128,7 @@ def test_the_tensor_type_is_immutable():
 
 
 def test_the_reported_new_replacement_is_refused_and_the_process_survives():
-    out = run_child(
+    out = run_python(
         """
         import dlbridge, numpy as np
         try:
@@ -185,7 +153,7 @@ def test_an_uninitialised_instance_is_refused_by_every_entry_point():
     """Defence in depth: with the type made mutable again behind the interpreter's back (ctypes),
     the reported exploit yields a zero-filled instance; every entry point must refuse it with a
     TypeError, and dropping it must not crash."""
-    out = run_child(
+    out = run_python(
         """
         import copy, ctypes, pickle, sys
         import numpy as np, torch, dlbridge

@@ -22,6 +22,18 @@ def new_and_old_dlpack():
     yield np.arange(5).view(OldDLPack)
 
 
+def size1dims_array():
+    """numpy's test_size1dims_arrays array: F order, (10, 5, 1), its size-1 axis strided 4 bytes
+    (half an element)."""
+    return np.ndarray(
+        dtype="f8",
+        shape=(10, 5, 1),
+        strides=(8, 80, 4),
+        buffer=np.ones(1000, dtype=np.uint8),
+        order="F",
+    )
+
+
 DTYPES = [
     np.bool,
     np.int8,
@@ -126,13 +138,7 @@ class TestDLBridgeAsProducer:
         assert y.shape == () and y == 1.0
 
     def test_size1dims_arrays(self):
-        x = np.ndarray(
-            dtype="f8",
-            shape=(10, 5, 1),
-            strides=(8, 80, 4),
-            buffer=np.ones(1000, dtype=np.uint8),
-            order="F",
-        )
+        x = size1dims_array()
         t = dlbridge.from_dlpack(x)
         assert t.strides == (1, 10, 0)  # size-1 dims keep their strides (4 bytes: 0 elements)
         y = np.from_dlpack(t)
@@ -237,13 +243,7 @@ class TestDLBridgeAsConsumer:
         assert y.shape == () and y.tolist() == 1.0
 
     def test_size1dims_arrays(self):
-        x = np.ndarray(
-            dtype="f8",
-            shape=(10, 5, 1),
-            strides=(8, 80, 4),
-            buffer=np.ones(1000, dtype=np.uint8),
-            order="F",
-        )
+        x = size1dims_array()
         y = dlbridge.from_dlpack(x)
         assert y.tolist() == x.tolist()
 

@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 import dlbridge
-from helpers import np_ptr
+from helpers import np_ptr, run_python
 
 pytestmark = pytest.mark.skipif(
     not hasattr(os, "memfd_create"), reason="segments are sealed Linux memory files"
@@ -54,20 +54,6 @@ def track():
     gc.collect()
     left = [h for h in handles if held(h)]
     assert not left, f"segments still held: {left}"
-
-
-def run_python(code, *args, env=None, cwd=None):
-    """Runs ``code`` in a fresh interpreter (a real second process) and returns its stdout."""
-    done = subprocess.run(
-        [sys.executable, "-c", code, *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env=env,
-        cwd=cwd,
-    )
-    assert done.returncode == 0, done.stderr
-    return done.stdout.strip()
 
 
 DTYPES = ["float32", "float64", "float16", "int8", "uint8", "int16", "uint32", "int64", "bool"]
@@ -194,14 +180,7 @@ def test_to_shared_hands_the_segment_to_the_next_opener(track):
 
 def test_a_hand_over_nobody_opens_is_freed_after_its_time():
     code = "import dlbridge, numpy as np; print(dlbridge.to_shared(np.arange(5)))"
-    done = subprocess.run(
-        [sys.executable, "-c", code],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env={**os.environ, "DLBRIDGE_SHM_HANDOFF_SECONDS": "5"},
-    )
-    h = done.stdout.strip()
+    h = run_python(code, env={**os.environ, "DLBRIDGE_SHM_HANDOFF_SECONDS": "5"})
     assert held(h), "kept past its producer's exit"
     deadline = time.monotonic() + 20
     while held(h) and time.monotonic() < deadline:

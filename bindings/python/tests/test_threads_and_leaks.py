@@ -9,7 +9,7 @@ import numpy as np
 import torch
 
 import dlbridge
-from helpers import counting_capsule, deleter_calls, np_ptr
+from helpers import counting_capsule, deleter_calls, np_ptr, run_python
 
 
 def rss_bytes():
@@ -130,14 +130,5 @@ print("ok", flush=True)
 
 
 def test_interpreter_shutdown_with_live_tensors_and_busy_threads_is_clean():
-    import subprocess
-
     for peers in [[], [], [], ["torch"]]:
-        done = subprocess.run(
-            [sys.executable, "-c", SHUTDOWN_SCRIPT, *peers],
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
-        assert done.returncode == 0, done.stderr
-        assert done.stdout.strip() == "ok"
+        assert run_python(SHUTDOWN_SCRIPT, *peers, timeout=120) == "ok"

@@ -8,7 +8,7 @@ from torch.testing import make_tensor
 from torch.utils.dlpack import DLDeviceType
 
 import dlbridge
-from helpers import capsule_name, testing
+from helpers import Forwarding, capsule_name, testing
 
 TORCH_DTYPES = [
     torch.bool,
@@ -287,19 +287,10 @@ class Unreadable(torch.Tensor):
         raise RuntimeError("no answer")
 
 
-class PlainProducer:
+class PlainProducer(Forwarding):
     """Not torch: a class attribute, looked up per instance (here shadowed by one instance)."""
 
     requires_grad = True
-
-    def __init__(self, a):
-        self.a = a
-
-    def __dlpack__(self, **kwargs):
-        return self.a.__dlpack__(**kwargs)
-
-    def __dlpack_device__(self):
-        return (1, 0)
 
 
 def test_every_way_of_answering_requires_grad_is_honoured():
