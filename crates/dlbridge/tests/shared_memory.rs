@@ -22,6 +22,11 @@ fn descriptor_open(handle: &str) -> bool {
     })
 }
 
+/// A new segment holding `0, 1, …, n-1` as `dtype`, copied in by `shm::export`.
+fn exported_arange(n: i64, dtype: DataType) -> shm::SharedTensor {
+    shm::export(&Tensor::arange(n, dtype).unwrap().view()).unwrap()
+}
+
 /// The handle a producer helper printed (its line `handle: HANDLE`).
 fn printed_handle(out: &std::process::Output) -> String {
     String::from_utf8_lossy(&out.stdout)
@@ -116,7 +121,7 @@ fn eventually(condition: impl Fn() -> bool) -> bool {
 
 #[test]
 fn handoff_passes_the_producers_reference_to_the_consumer() {
-    let shared = shm::export(&Tensor::arange(5, DataType::U64).unwrap().view()).unwrap();
+    let shared = exported_arange(5, DataType::U64);
     let extra = shared.to_tensor();
     drop(extra);
     let handle = shared.handoff().unwrap();
@@ -147,10 +152,7 @@ fn handoff_passes_the_producers_reference_to_the_consumer() {
 
 #[test]
 fn reserving_a_handed_over_segment_admits_one_more_opener() {
-    let handle = shm::export(&Tensor::arange(2, DataType::U8).unwrap().view())
-        .unwrap()
-        .handoff()
-        .unwrap();
+    let handle = exported_arange(2, DataType::U8).handoff().unwrap();
     shm::reserve(&handle).unwrap();
     let first = shm::open(&handle, Access::ReadOnly).unwrap();
     assert!(descriptor_open(&handle), "one hand-over still pending");
@@ -167,10 +169,7 @@ fn reserving_a_handed_over_segment_admits_one_more_opener() {
 #[test]
 fn racing_consumers_of_one_hand_over_exactly_one_wins() {
     for trial in 0..60 {
-        let handle = shm::export(&Tensor::arange(3, DataType::I64).unwrap().view())
-            .unwrap()
-            .handoff()
-            .unwrap();
+        let handle = exported_arange(3, DataType::I64).handoff().unwrap();
         let start = std::sync::Barrier::new(2);
         let results: Vec<_> = std::thread::scope(|s| {
             let racers: Vec<_> = (0..2)
@@ -194,12 +193,7 @@ fn racing_consumers_of_one_hand_over_exactly_one_wins() {
 #[test]
 fn hand_overs_share_one_keeper_that_runs_no_program() {
     let handles: Vec<String> = (0..200)
-        .map(|i| {
-            shm::export(&Tensor::arange(i + 1, DataType::U32).unwrap().view())
-                .unwrap()
-                .handoff()
-                .unwrap()
-        })
+        .map(|i| exported_arange(i + 1, DataType::U32).handoff().unwrap())
         .collect();
     let keeper = handles[0].split('-').nth(1).unwrap().to_owned();
     assert!(
@@ -236,10 +230,7 @@ fn hand_overs_share_one_keeper_that_runs_no_program() {
 
 #[test]
 fn a_killed_keeper_is_replaced_at_the_next_hand_over() {
-    let first = shm::export(&Tensor::arange(1, DataType::U8).unwrap().view())
-        .unwrap()
-        .handoff()
-        .unwrap();
+    let first = exported_arange(1, DataType::U8).handoff().unwrap();
     let keeper: i32 = first.split('-').nth(1).unwrap().parse().unwrap();
     // SAFETY: kill takes a pid and a signal.
     assert_eq!(unsafe { libc::kill(keeper, libc::SIGKILL) }, 0);
@@ -249,10 +240,7 @@ fn a_killed_keeper_is_replaced_at_the_next_hand_over() {
         Error::ShmNotFound(first.clone()),
         "the killed keeper's hand-over is gone, and says so"
     );
-    let second = shm::export(&Tensor::arange(2, DataType::U8).unwrap().view())
-        .unwrap()
-        .handoff()
-        .unwrap();
+    let second = exported_arange(2, DataType::U8).handoff().unwrap();
     assert_ne!(second.split('-').nth(1).unwrap(), keeper.to_string());
     let opened = shm::open(&second, Access::ReadOnly).unwrap();
     assert_eq!(opened.view().to_vec::<u8>().unwrap(), [0, 1]);
@@ -280,7 +268,7 @@ fn no_keeper_helper() {
     if std::env::var("DLBRIDGE_SHM_NO_KEEPER").is_err() {
         return;
     }
-    let shared = shm::export(&Tensor::arange(4, DataType::U8).unwrap().view()).unwrap();
+    let shared = exported_arange(4, DataType::U8);
     let creator = shared.handle().to_owned();
     // Every descriptor number up to the limit taken: the keeper's socket cannot be made.
     let mut limit = libc::rlimit {
@@ -375,7 +363,7 @@ fn producer_helper() {
     if std::env::var("DLBRIDGE_SHM_PRODUCER").is_err() {
         return;
     }
-    let shared = shm::export(&Tensor::arange(3, DataType::I32).unwrap().view()).unwrap();
+    let shared = exported_arange(3, DataType::I32);
     println!("handle: {}", shared.handoff().unwrap());
 }
 
@@ -552,7 +540,7 @@ fn bad_segments_give_typed_errors_and_leave_nothing_mapped() {
 #[test]
 fn a_child_process_reads_and_writes_the_segment() {
     // The child is this test binary again, running only the helper test below.
-    let shared = shm::export(&Tensor::arange(6, DataType::F64).unwrap().view()).unwrap();
+    let shared = exported_arange(6, DataType::F64);
     let status = helper_command(
         "child_process_helper",
         "DLBRIDGE_SHM_CHILD",
@@ -600,7 +588,7 @@ fn reserve_keeps_a_segment_for_the_next_opener() {
 
 #[test]
 fn a_read_only_opener_that_writes_anyway_changes_only_its_own_copy() {
-    let shared = shm::export(&Tensor::arange(4, DataType::U8).unwrap().view()).unwrap();
+    let shared = exported_arange(4, DataType::U8);
     let out = helper_command(
         "careless_writer_helper",
         "DLBRIDGE_SHM_CARELESS",
