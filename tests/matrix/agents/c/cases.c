@@ -132,6 +132,49 @@ static double bf16_value(uint16_t h) {
 
 /* ---- reading, writing and printing elements ---------------------------------------------- */
 
+/* Writes the low `bits` bits of `u` at `p` (any alignment): two's complement narrowing through
+ * the exact-width type, so little- and big-endian hosts alike. */
+static void store_uint(void *p, uint64_t u, int bits) {
+    if (bits == 8) {
+        uint8_t w = (uint8_t)u;
+        memcpy(p, &w, 1);
+    } else if (bits == 16) {
+        uint16_t w = (uint16_t)u;
+        memcpy(p, &w, 2);
+    } else if (bits == 32) {
+        uint32_t w = (uint32_t)u;
+        memcpy(p, &w, 4);
+    } else {
+        memcpy(p, &u, 8);
+    }
+}
+
+/* Reads the `bits`-bit unsigned integer at `p` (any alignment). */
+static uint64_t load_uint(const void *p, int bits) {
+    if (bits == 8) {
+        uint8_t w;
+        memcpy(&w, p, 1);
+        return w;
+    } else if (bits == 16) {
+        uint16_t w;
+        memcpy(&w, p, 2);
+        return w;
+    } else if (bits == 32) {
+        uint32_t w;
+        memcpy(&w, p, 4);
+        return w;
+    }
+    uint64_t w;
+    memcpy(&w, p, 8);
+    return w;
+}
+
+/* The value of the `bits`-bit two's complement integer held in the low bits of `u`. */
+static int64_t sign_extend(uint64_t u, int bits) {
+    uint64_t sign = UINT64_C(1) << (bits - 1);
+    return (int64_t)((u ^ sign) - sign);
+}
+
 /* Writes `x` as one element of `dt` at `p` (any alignment). */
 void encode(const dtype_case *dt, void *p, value x) {
     switch (dt->kind) {
@@ -141,23 +184,9 @@ void encode(const dtype_case *dt, void *p, value x) {
         break;
     }
     case KIND_INT:
-    case KIND_UINT: {
-        /* Two's complement little- or big-endian alike: narrow through the exact-width type. */
-        uint64_t u = dt->kind == KIND_INT ? (uint64_t)x.i : x.u;
-        if (dt->bits == 8) {
-            uint8_t w = (uint8_t)u;
-            memcpy(p, &w, 1);
-        } else if (dt->bits == 16) {
-            uint16_t w = (uint16_t)u;
-            memcpy(p, &w, 2);
-        } else if (dt->bits == 32) {
-            uint32_t w = (uint32_t)u;
-            memcpy(p, &w, 4);
-        } else {
-            memcpy(p, &u, 8);
-        }
+    case KIND_UINT:
+        store_uint(p, dt->kind == KIND_INT ? (uint64_t)x.i : x.u, dt->bits);
         break;
-    }
     case KIND_FLOAT:
         if (dt->bits == 16) {
             uint16_t h = f16_bits(x.re);
@@ -198,38 +227,10 @@ value decode(const dtype_case *dt, const void *p) {
         break;
     }
     case KIND_INT:
-        if (dt->bits == 8) {
-            int8_t w;
-            memcpy(&w, p, 1);
-            x.i = w;
-        } else if (dt->bits == 16) {
-            int16_t w;
-            memcpy(&w, p, 2);
-            x.i = w;
-        } else if (dt->bits == 32) {
-            int32_t w;
-            memcpy(&w, p, 4);
-            x.i = w;
-        } else {
-            memcpy(&x.i, p, 8);
-        }
+        x.i = sign_extend(load_uint(p, dt->bits), dt->bits);
         break;
     case KIND_UINT:
-        if (dt->bits == 8) {
-            uint8_t w;
-            memcpy(&w, p, 1);
-            x.u = w;
-        } else if (dt->bits == 16) {
-            uint16_t w;
-            memcpy(&w, p, 2);
-            x.u = w;
-        } else if (dt->bits == 32) {
-            uint32_t w;
-            memcpy(&w, p, 4);
-            x.u = w;
-        } else {
-            memcpy(&x.u, p, 8);
-        }
+        x.u = load_uint(p, dt->bits);
         break;
     case KIND_FLOAT:
         if (dt->bits == 16) {

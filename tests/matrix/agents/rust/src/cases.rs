@@ -235,69 +235,20 @@ pub fn size(shape: &[i64]) -> usize {
 /// Evaluates `$body` with the type alias `$t` naming the Rust element type of `$dtype`.
 #[macro_export]
 macro_rules! with_element {
-    ($dtype:expr, $t:ident => $body:expr) => {{
-        use $crate::cases::Dtype as D;
+    (@match $dtype:expr, $t:ident => $body:expr; $($variant:ident: $ty:ty,)*) => {
         match $dtype {
-            D::Bool => {
-                type $t = bool;
+            $($crate::cases::Dtype::$variant => {
+                type $t = $ty;
                 $body
-            }
-            D::Int8 => {
-                type $t = i8;
-                $body
-            }
-            D::Int16 => {
-                type $t = i16;
-                $body
-            }
-            D::Int32 => {
-                type $t = i32;
-                $body
-            }
-            D::Int64 => {
-                type $t = i64;
-                $body
-            }
-            D::Uint8 => {
-                type $t = u8;
-                $body
-            }
-            D::Uint16 => {
-                type $t = u16;
-                $body
-            }
-            D::Uint32 => {
-                type $t = u32;
-                $body
-            }
-            D::Uint64 => {
-                type $t = u64;
-                $body
-            }
-            D::Float16 => {
-                type $t = half::f16;
-                $body
-            }
-            D::Bfloat16 => {
-                type $t = half::bf16;
-                $body
-            }
-            D::Float32 => {
-                type $t = f32;
-                $body
-            }
-            D::Float64 => {
-                type $t = f64;
-                $body
-            }
-            D::Complex64 => {
-                type $t = num_complex::Complex32;
-                $body
-            }
-            D::Complex128 => {
-                type $t = num_complex::Complex64;
-                $body
-            }
+            })*
         }
-    }};
+    };
+    ($dtype:expr, $t:ident => $body:expr) => {
+        $crate::with_element!(@match $dtype, $t => $body;
+            Bool: bool, Int8: i8, Int16: i16, Int32: i32, Int64: i64,
+            Uint8: u8, Uint16: u16, Uint32: u32, Uint64: u64,
+            Float16: half::f16, Bfloat16: half::bf16, Float32: f32, Float64: f64,
+            Complex64: num_complex::Complex32, Complex128: num_complex::Complex64,
+        )
+    };
 }
