@@ -44,6 +44,7 @@ try:
     import numpy as np
 
     import dlbridge
+    from dlbridge.conformance import abi
 except Exception as _e:  # noqa: BLE001 - reported on every request instead of crashing
     np = None
     dlbridge = None
@@ -205,49 +206,10 @@ class ReleaseCounter:
 
 
 # --------------------------------------------------------------------------------------------
-# A DLPack 1.3 exporter for numpy arrays whose dtype numpy cannot export (bfloat16)
+# A DLPack 1.3 exporter for numpy arrays whose dtype numpy cannot export (bfloat16), over the
+# conformance kit's ctypes structures (dlbridge.conformance.abi)
 
-
-class _DLDevice(ctypes.Structure):
-    _fields_ = [("device_type", ctypes.c_int32), ("device_id", ctypes.c_int32)]
-
-
-class _DLDataType(ctypes.Structure):
-    _fields_ = [("code", ctypes.c_uint8), ("bits", ctypes.c_uint8), ("lanes", ctypes.c_uint16)]
-
-
-class _DLTensor(ctypes.Structure):
-    _fields_ = [
-        ("data", ctypes.c_void_p),
-        ("device", _DLDevice),
-        ("ndim", ctypes.c_int32),
-        ("dtype", _DLDataType),
-        ("shape", ctypes.POINTER(ctypes.c_int64)),
-        ("strides", ctypes.POINTER(ctypes.c_int64)),
-        ("byte_offset", ctypes.c_uint64),
-    ]
-
-
-class _DLPackVersion(ctypes.Structure):
-    _fields_ = [("major", ctypes.c_uint32), ("minor", ctypes.c_uint32)]
-
-
-class _DLManagedTensorVersioned(ctypes.Structure):
-    pass
-
-
-_DELETER = ctypes.CFUNCTYPE(None, ctypes.POINTER(_DLManagedTensorVersioned))
-_DLManagedTensorVersioned._fields_ = [
-    ("version", _DLPackVersion),
-    ("manager_ctx", ctypes.c_void_p),
-    ("deleter", _DELETER),
-    ("flags", ctypes.c_uint64),
-    ("dl_tensor", _DLTensor),
-]
-
-_K_DL_CPU = 1
 _K_DL_BFLOAT = 4
-_FLAG_READ_ONLY = 1 << 0
 _CAPSULE_NAME = ctypes.create_string_buffer(b"dltensor_versioned")  # PyCapsule keeps the pointer
 
 # Live exports: address of the managed struct -> (struct, shape, strides, array) kept alive.
@@ -261,9 +223,9 @@ def _release_export(address: int) -> None:
     _exports.pop(address, None)
 
 
-@_DELETER
-def _managed_deleter(managed) -> None:
-    _release_export(ctypes.cast(managed, ctypes.c_void_p).value)
+@ctypes.CFUNCTYPE(None, ctypes.c_void_p)
+def _managed_deleter(managed: int) -> None:
+    _release_export(managed)
 
 
 # Capsule calls take the capsule as a raw pointer: the destructor runs while the capsule is being
@@ -295,17 +257,17 @@ def export_bfloat16(view) -> object:
     itemsize = view.dtype.itemsize
     shape = (ctypes.c_int64 * max(ndim, 1))(*view.shape)
     strides = (ctypes.c_int64 * max(ndim, 1))(*(s // itemsize for s in view.strides))
-    managed = _DLManagedTensorVersioned()
+    managed = abi.DLManagedTensorVersioned()
     major, minor = dlbridge.DLPACK_VERSION
-    managed.version = _DLPackVersion(major, minor)
+    managed.version = abi.DLPackVersion(major, minor)
     managed.manager_ctx = None
-    managed.deleter = _managed_deleter
-    managed.flags = 0 if view.flags.writeable else _FLAG_READ_ONLY
+    managed.deleter = ctypes.cast(_managed_deleter, ctypes.c_void_p)
+    managed.flags = 0 if view.flags.writeable else abi.READ_ONLY
     tensor = managed.dl_tensor
     tensor.data = view.__array_interface__["data"][0]
-    tensor.device = _DLDevice(_K_DL_CPU, 0)
+    tensor.device = abi.DLDevice(abi.CPU, 0)
     tensor.ndim = ndim
-    tensor.dtype = _DLDataType(_K_DL_BFLOAT, 16, 1)
+    tensor.dtype = abi.DLDataType(_K_DL_BFLOAT, 16, 1)
     tensor.shape = shape if ndim else None
     tensor.strides = strides if ndim else None
     tensor.byte_offset = 0
@@ -547,6 +509,22 @@ def check_peers(t, dtype: str, layout: str, where: str) -> None:
 # Requests
 
 
+def check_export_deleted(dtype: str, deleter_before: int, when: str) -> None:
+    """Our bfloat16 exporter's deleter (`export_bfloat16`) has run exactly once since
+    `deleter_before`, `when`; numpy exports the other dtypes."""
+    calls = _deleter_calls - deleter_before
+    if dtype == "bfloat16" and calls != 1:
+        raise Fail(f"bfloat16 export deleter ran {calls} times {when}, expected 1")
+
+
+def check_released_once(released: ReleaseCounter, when: str) -> None:
+    """The producer's memory was released exactly once, `when` (waiting for peers that drop
+    their hold on a thread of their own)."""
+    if released.settled() != 1:
+        gc.collect()
+        raise Fail(f"producer memory released {released.count} times {when}, expected 1")
+
+
 def do_self(dtype: str, layout: str) -> str:
     parse_case(dtype, layout)
     base, view = build(dtype, layout)
@@ -576,12 +554,9 @@ def do_self(dtype: str, layout: str) -> str:
     del t
     if released.count != 0:
         raise Fail(f"producer memory released {released.count} times after dropping the import, while the producer's view lives")
-    if dtype == "bfloat16" and _deleter_calls - deleter_before != 1:
-        raise Fail(f"bfloat16 export deleter ran {_deleter_calls - deleter_before} times, expected 1")
+    check_export_deleted(dtype, deleter_before, "after dropping the import")
     del view
-    if released.settled() != 1:
-        gc.collect()
-        raise Fail(f"producer memory released {released.count} times after dropping everything, expected 1")
+    check_released_once(released, "after dropping everything")
     return f"ok {n} zero-copy"
 
 
@@ -595,12 +570,9 @@ def do_produce(dtype: str, layout: str) -> str:
     try:
         if released.count != 0:
             raise Fail(f"producer memory released {released.count} times while the producer's view lives")
-        if dtype == "bfloat16" and _deleter_calls - deleter_before != 1:
-            raise Fail(f"bfloat16 export deleter ran {_deleter_calls - deleter_before} times, expected 1")
+        check_export_deleted(dtype, deleter_before, "after the hand-over")
         del view
-        if released.settled() != 1:
-            gc.collect()
-            raise Fail(f"producer memory released {released.count} times after the hand-over, expected 1")
+        check_released_once(released, "after the hand-over")
     except BaseException:
         # Nobody will consume this handle: take the segment back so nothing holds it.
         try:
@@ -645,9 +617,9 @@ def _foreign_capsule_destructor(capsule) -> None:
     # A capsule over a guest's export that nobody consumed still owns it: call its deleter.
     if _PyCapsule_IsValid(capsule, b"dltensor_versioned"):
         address = _PyCapsule_GetPointer(capsule, b"dltensor_versioned")
-        managed = ctypes.cast(address, ctypes.POINTER(_DLManagedTensorVersioned))
-        if managed.contents.deleter:
-            managed.contents.deleter(managed)
+        deleter = abi.DLManagedTensorVersioned.from_address(address).deleter
+        if deleter:
+            abi.DELETER(deleter)(address)
 
 
 _guests: dict = {}
@@ -844,12 +816,9 @@ def host_out(lib, name: str, dtype: str, layout: str) -> str:
     finally:
         dropped = lib.matrix_guest_drop()
     guest_result(lib, name, dropped)
-    if dtype == "bfloat16" and _deleter_calls - deleter_before != 1:
-        raise Fail(f"bfloat16 export deleter ran {_deleter_calls - deleter_before} times after {name} dropped its import, expected 1")
+    check_export_deleted(dtype, deleter_before, f"after {name} dropped its import")
     del view
-    if released.settled() != 1:
-        gc.collect()
-        raise Fail(f"producer memory released {released.count} times after {name} dropped its import and the producer its view, expected 1")
+    check_released_once(released, f"after {name} dropped its import and the producer its view")
     return answer
 
 
@@ -957,11 +926,8 @@ def guest_check_released() -> str:
     released, dtype = _guest["released"], _guest["dtype"]
     deleter_before = _guest["deleter_before"]
     _guest.clear()
-    if dtype == "bfloat16" and _deleter_calls - deleter_before != 1:
-        raise Fail(f"bfloat16 export deleter ran {_deleter_calls - deleter_before} times, expected 1")
-    if released.settled() != 1:
-        gc.collect()
-        raise Fail(f"producer memory released {released.count} times after the host dropped its import, expected 1")
+    check_export_deleted(dtype, deleter_before, "after the host dropped its import")
+    check_released_once(released, "after the host dropped its import")
     return "released"
 
 
