@@ -228,17 +228,21 @@ def _managed_deleter(managed: int) -> None:
     _release_export(managed)
 
 
+def _c_api(name: str, restype, *argtypes):
+    """CPython's C function `name` as a ctypes function object of its own: `pythonapi[name]` makes
+    a new one each time, so two declarations of one function with other argument types (a raw
+    pointer here, an object there) do not overwrite each other."""
+    function = ctypes.pythonapi[name]
+    function.restype = restype
+    function.argtypes = list(argtypes)
+    return function
+
+
 # Capsule calls take the capsule as a raw pointer: the destructor runs while the capsule is being
 # deallocated, when it must not be turned back into a Python reference.
-_PyCapsule_New = ctypes.pythonapi.PyCapsule_New
-_PyCapsule_New.restype = ctypes.py_object
-_PyCapsule_New.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
-_PyCapsule_IsValid = ctypes.pythonapi.PyCapsule_IsValid
-_PyCapsule_IsValid.restype = ctypes.c_int
-_PyCapsule_IsValid.argtypes = [ctypes.c_void_p, ctypes.c_char_p]
-_PyCapsule_GetPointer = ctypes.pythonapi.PyCapsule_GetPointer
-_PyCapsule_GetPointer.restype = ctypes.c_void_p
-_PyCapsule_GetPointer.argtypes = [ctypes.c_void_p, ctypes.c_char_p]
+_PyCapsule_New = _c_api("PyCapsule_New", ctypes.py_object, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p)
+_PyCapsule_IsValid = _c_api("PyCapsule_IsValid", ctypes.c_int, ctypes.c_void_p, ctypes.c_char_p)
+_PyCapsule_GetPointer = _c_api("PyCapsule_GetPointer", ctypes.c_void_p, ctypes.c_void_p, ctypes.c_char_p)
 
 _CAPSULE_DESTRUCTOR = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
 
@@ -603,12 +607,8 @@ def do_consume(dtype: str, layout: str, handle: str) -> str:
 # In-process pairs: this agent hosts a guest library (tests/matrix/agents/c/guest.h) with ctypes
 
 
-_PyCapsule_SetName = ctypes.pythonapi.PyCapsule_SetName
-_PyCapsule_SetName.restype = ctypes.c_int
-_PyCapsule_SetName.argtypes = [ctypes.py_object, ctypes.c_void_p]
-_PyCapsule_GetPointerObj = ctypes.pythonapi.PyCapsule_GetPointer
-_PyCapsule_GetPointerObj.restype = ctypes.c_void_p
-_PyCapsule_GetPointerObj.argtypes = [ctypes.py_object, ctypes.c_char_p]
+_PyCapsule_SetName = _c_api("PyCapsule_SetName", ctypes.c_int, ctypes.py_object, ctypes.c_void_p)
+_PyCapsule_GetPointerObj = _c_api("PyCapsule_GetPointer", ctypes.c_void_p, ctypes.py_object, ctypes.c_char_p)
 _USED_NAME = ctypes.create_string_buffer(b"used_dltensor_versioned")
 
 
