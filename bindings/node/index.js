@@ -174,30 +174,77 @@ function closedError() {
   });
 }
 
+/** Whether `shape` with `strides` is row-major (C-contiguous), size-1 dimensions aside. */
+function isRowMajor(shape, strides) {
+  let expected = 1;
+  for (let d = shape.length - 1; d >= 0; d--) {
+    if (shape[d] !== 1 && strides[d] !== expected) return false;
+    expected *= shape[d];
+  }
+  return true;
+}
+
 /**
- * A 1-d tensor over a whole typed array, made by `fromTypedArray(array)` without options: a plain
- * JavaScript object whose state sits in private fields, which no other code can read, forge or
- * change. What it does not do itself (options, errors, other element kinds, exports) it hands
- * to its native twin, made on first need by the native `fromTypedArray`, which checks the typed
- * array's own buffer and length again. Its prototype sits on the `Tensor` class's: it is a
- * `Tensor` like any other.
+ * A tensor over a typed array's elements, made by `fromTypedArray`: a plain JavaScript object
+ * whose state sits in private fields, which no other code can read, forge or change. What it
+ * does not do itself (other element kinds, index arrays, options, errors, exports) it hands to
+ * its native twin, made on first need by the native `fromTypedArray` with the same layout,
+ * which checks the typed array's own buffer and length again. Its prototype sits on the
+ * `Tensor` class's: it is a `Tensor` like any other.
  */
 class JsTensor {
   #array;
   #buffer;
-  #length;
-  #byteOffset;
   #plain;
+  /** Number of elements. */
+  #size;
+  /** Index in `#array` of element 0. */
+  #offset;
+  /** Byte offset of element 0 in `#buffer`. */
+  #byteOffset;
+  /** Shape and strides; `null` for a whole 1-d array (`[#size]`, `[1]`). */
+  #shape;
+  #strides;
+  /** The stride of a 1-d tensor, for `get`/`set` of a number index (0 otherwise). */
+  #stride1d;
+  #readonly;
+  /** Whether `toTypedArray()` views it: row-major, writable, not empty. */
+  #viewable;
+  /** The layout options its twin is made with (`undefined` for a whole 1-d array). */
+  #layout;
   /** The native twin, once made. */
   #twin;
   #closed = false;
 
-  constructor(array, buffer, length, plain) {
+  /**
+   * `layout` is `undefined` for the whole array as a 1-d tensor, else checked
+   * `{shape, strides, offset, readonly, size}` (see `checkedLayout`).
+   */
+  constructor(array, buffer, length, plain, layout) {
     this.#array = array;
     this.#buffer = buffer;
-    this.#length = length;
-    this.#byteOffset = typedArrayByteOffset(array);
     this.#plain = plain;
+    if (layout === undefined) {
+      this.#size = length;
+      this.#offset = 0;
+      this.#byteOffset = typedArrayByteOffset(array);
+      this.#shape = null;
+      this.#strides = null;
+      this.#stride1d = 1;
+      this.#readonly = false;
+      this.#viewable = true;
+    } else {
+      const { shape, strides, offset, readonly, size } = layout;
+      this.#size = size;
+      this.#offset = offset;
+      this.#byteOffset = typedArrayByteOffset(array) + offset * plain.View.BYTES_PER_ELEMENT;
+      this.#shape = shape;
+      this.#strides = strides;
+      this.#stride1d = shape.length === 1 ? strides[0] : 0;
+      this.#readonly = readonly;
+      this.#viewable = !readonly && size > 0 && isRowMajor(shape, strides);
+      this.#layout = { shape, strides, offset, readonly };
+    }
   }
 
   /**
@@ -211,7 +258,7 @@ class JsTensor {
   /**
    * What the native side's prototype hook asks when a JsTensor crosses into another addon's
    * argument: its twin, `null` if it is closed or its memory is gone, `undefined` if `value` is
-   * not a JsTensor. Runs no code but this class's.
+   * not a JsTensor. Runs no code but this class's and the native `fromTypedArray`.
    */
   static attach(value) {
     if (!(#array in value)) return undefined;
@@ -224,7 +271,7 @@ class JsTensor {
 
   #native() {
     if (this.#closed) throw closedError();
-    this.#twin ??= entryPoints.fromTypedArray(this.#array);
+    this.#twin ??= entryPoints.fromTypedArray(this.#array, this.#layout);
     return this.#twin;
   }
 
@@ -232,14 +279,24 @@ class JsTensor {
     if (this.#closed) throw closedError();
   }
 
+  /**
+   * The index in `#array` of the element at `index` of a 1-d tensor, or -1 where the
+   * JavaScript side leaves it to native code (another index, a closed tensor).
+   */
+  #slot(index) {
+    if (typeof index !== 'number' || this.#stride1d === 0 || this.#array === undefined) return -1;
+    if (!(index >= 0 && index < this.#size && Number.isInteger(index))) return -1;
+    return this.#offset + index * this.#stride1d;
+  }
+
   get shape() {
     this.#open();
-    return [this.#length];
+    return this.#shape === null ? [this.#size] : this.#shape.slice();
   }
 
   get strides() {
     this.#open();
-    return [1];
+    return this.#strides === null ? [1] : this.#strides.slice();
   }
 
   get dtype() {
@@ -254,12 +311,12 @@ class JsTensor {
 
   get ndim() {
     this.#open();
-    return 1;
+    return this.#shape === null ? 1 : this.#shape.length;
   }
 
   get size() {
     this.#open();
-    return this.#length;
+    return this.#size;
   }
 
   get itemsize() {
@@ -269,7 +326,7 @@ class JsTensor {
 
   get nbytes() {
     this.#open();
-    return this.#length * this.#plain.View.BYTES_PER_ELEMENT;
+    return this.#size * this.#plain.View.BYTES_PER_ELEMENT;
   }
 
   get byteOffset() {
@@ -279,7 +336,7 @@ class JsTensor {
 
   get readonly() {
     this.#open();
-    return false;
+    return this.#readonly;
   }
 
   get copied() {
@@ -289,7 +346,7 @@ class JsTensor {
 
   get dataPtr() {
     this.#open();
-    return native.addressOf(this.#array);
+    return native.addressOf(this.#array) + BigInt(this.#offset * this.#plain.View.BYTES_PER_ELEMENT);
   }
 
   get closed() {
@@ -306,26 +363,19 @@ class JsTensor {
   }
 
   get(index) {
-    const array = this.#array;
-    // A typed array reads `undefined` outside its elements: a negative, fractional or NaN index,
-    // or one beyond a detached buffer's empty view, goes to native code for its error.
-    if (typeof index === 'number' && index < this.#length && array !== undefined) {
-      const value = array[index];
+    const slot = this.#slot(index);
+    // A typed array reads `undefined` outside its elements (a detached buffer's empty view).
+    if (slot >= 0) {
+      const value = this.#array[slot];
       if (value !== undefined) return value;
     }
     return this.#native().get(index);
   }
 
   set(index, value) {
-    const array = this.#array;
-    if (
-      typeof index === 'number' &&
-      index < this.#length &&
-      array !== undefined &&
-      array[index] !== undefined &&
-      fitsElement(this.#plain, value)
-    ) {
-      array[index] = value;
+    const slot = this.#readonly ? -1 : this.#slot(index);
+    if (slot >= 0 && this.#array[slot] !== undefined && fitsElement(this.#plain, value)) {
+      this.#array[slot] = value;
       return;
     }
     this.#native().set(index, value);
@@ -333,8 +383,13 @@ class JsTensor {
 
   toTypedArray(options) {
     const array = this.#array;
-    if (options === undefined && array !== undefined && typedArrayLength(array) >= this.#length) {
-      return new this.#plain.View(this.#buffer, this.#byteOffset, this.#length);
+    if (
+      options === undefined &&
+      this.#viewable &&
+      array !== undefined &&
+      typedArrayLength(array) >= this.#offset + this.#size
+    ) {
+      return new this.#plain.View(this.#buffer, this.#byteOffset, this.#size);
     }
     return this.#native().toTypedArray(options);
   }
@@ -393,7 +448,8 @@ function fixedLength(buffer) {
  * for typed arrays of any realm (`vm` contexts, Jest), whatever their `buffer` property says,
  * and the options are read before the buffer is checked and pinned.
  *
- * Without options, over a non-empty typed array, the tensor is a plain JavaScript object (see
+ * Over a non-empty typed array whose elements are its dtype's values (no `dtype`
+ * reinterpretation), with a layout inside it, the tensor is a plain JavaScript object (see
  * `JsTensor`); otherwise the native `fromTypedArray` makes it.
  *
  * @param {ArrayBufferView} array a typed array (Int8/16/32, Uint8/16/32, Uint8Clamped,
@@ -412,19 +468,107 @@ function fixedLength(buffer) {
  * @throws {RangeError} shape, strides or offset reaching outside the typed array
  */
 function fromTypedArray(array, options) {
-  if (options === undefined) {
-    const plain = PLAIN_ARRAYS[typedArrayName(array)];
-    if (plain !== undefined) {
-      const length = typedArrayLength(array);
+  const plain = PLAIN_ARRAYS[typedArrayName(array)];
+  if (plain !== undefined && (options === undefined || (typeof options === 'object' && options !== null))) {
+    const length = typedArrayLength(array);
+    if (options === undefined) {
       if (length !== 0) {
         const buffer = typedArrayBuffer(array);
         if (fixedBuffers.has(buffer) || fixedLength(buffer)) {
-          return new JsTensor(array, buffer, length, plain);
+          return new JsTensor(array, buffer, length, plain, undefined);
         }
       }
+    } else if (Object.keys(options).every((key) => OPTION_NAMES.includes(key))) {
+      return withOptions(array, plain, options);
     }
   }
   return entryPoints.fromTypedArray(array, options);
+}
+
+/** `fromTypedArray`'s options. */
+const OPTION_NAMES = ['shape', 'strides', 'offset', 'readonly', 'dtype'];
+
+/**
+ * `fromTypedArray(array, options)` for a typed array whose elements are their dtype's values
+ * and options with no unknown key: the options are read once, in the native constructor's order
+ * (their getters run before the buffer is looked at); a layout this side checks and finds
+ * inside the array makes a JsTensor, anything else goes to the native constructor with the
+ * values read, which makes the tensor or names what is wrong.
+ */
+function withOptions(array, plain, options) {
+  const read = {
+    dtype: options.dtype,
+    offset: options.offset,
+    shape: integers(options.shape),
+    strides: integers(options.strides),
+    readonly: options.readonly,
+  };
+  const length = typedArrayLength(array);
+  const layout = length === 0 ? undefined : checkedLayout(plain, length, read);
+  if (layout !== undefined) {
+    const buffer = typedArrayBuffer(array);
+    if (fixedBuffers.has(buffer) || fixedLength(buffer)) {
+      return new JsTensor(array, buffer, length, plain, layout);
+    }
+  }
+  return entryPoints.fromTypedArray(array, read);
+}
+
+/** A copy of an array option's elements, each read once (anything else as it is). */
+function integers(value) {
+  if (!Array.isArray(value)) return value;
+  const copy = [];
+  for (let i = 0, n = value.length; i < n; i++) copy.push(value[i]);
+  return copy;
+}
+
+/** The most dimensions this side checks; more go to native code. */
+const MAX_JS_NDIM = 64;
+
+/**
+ * `{shape, strides, offset, readonly, size}` for options read from `fromTypedArray`, when every
+ * value is plain (safe integers, a boolean, the array's own dtype) and every element lies inside
+ * the `length` elements of the array; `undefined` otherwise, for native code to decide. Every
+ * sum and product stays a safe integer, so the arithmetic is exact.
+ */
+function checkedLayout(plain, length, { dtype, offset = 0, shape, strides, readonly = false }) {
+  const safe = Number.isSafeInteger;
+  if (dtype != null && dtype !== plain.dtype) return undefined;
+  if (offset === null) offset = 0;
+  if (readonly === null) readonly = false;
+  if (!safe(offset) || offset < 0 || offset > length || typeof readonly !== 'boolean') return undefined;
+  if (shape == null) {
+    shape = [length - offset];
+  } else if (!Array.isArray(shape) || shape.length > MAX_JS_NDIM || !shape.every((d) => safe(d) && d >= 0)) {
+    return undefined;
+  }
+  let size = 1;
+  for (const d of shape) {
+    size *= d;
+    if (!safe(size)) return undefined;
+  }
+  if (strides == null) {
+    strides = new Array(shape.length);
+    let step = 1;
+    for (let d = shape.length - 1; d >= 0; d--) {
+      strides[d] = step;
+      step *= Math.max(shape[d], 1);
+      if (!safe(step)) return undefined;
+    }
+  } else if (!Array.isArray(strides) || strides.length !== shape.length || !strides.every(safe)) {
+    return undefined;
+  }
+  if (size > 0) {
+    let [low, high] = [offset, offset];
+    for (let d = 0; d < shape.length; d++) {
+      const reach = (shape[d] - 1) * strides[d];
+      if (!safe(reach)) return undefined;
+      if (reach > 0) high += reach;
+      else low += reach;
+    }
+    if (!safe(low) || !safe(high) || low < 0 || high >= length) return undefined;
+  }
+  return { shape, strides, offset, readonly, size };
 }
 
 module.exports = {

@@ -46,14 +46,75 @@ test('it answers every Tensor property as a native tensor over the same memory',
     const array = new Ctor(new Ctor(4).buffer, Ctor.BYTES_PER_ELEMENT, 3);
     array[1] = value;
     const plain = fromTypedArray(array);
-    // Options (even none) take the native constructor.
-    const native = fromTypedArray(array, {});
+    // Importing its own export gives back the tensor exported: its native twin.
+    const native = importPointer(plain.exportPointer());
     assert.ok(plain instanceof Tensor && native instanceof Tensor, dtype);
+    assert.notEqual(Object.getPrototypeOf(plain), Object.getPrototypeOf(native));
     assert.equal(plain.constructor, Tensor);
     assert.deepEqual(everyProperty(plain), everyProperty(native), dtype);
     assert.equal(plain.dtype, dtype);
     assert.equal(plain.get(1), value);
   }
+});
+
+test('options with a layout inside the array make one too, of any shape and strides', async () => {
+  await collect();
+  const before = liveCounts();
+  const array = Float64Array.from({ length: 12 }, (_, i) => i);
+  const matrix = fromTypedArray(array, { shape: [3, 4] });
+  const columns = fromTypedArray(array, { shape: [4, 3], strides: [1, 4] });
+  const reversed = fromTypedArray(array, { shape: [6], strides: [-2], offset: 11 });
+  const frozen = fromTypedArray(array, { shape: [2, 2], offset: 2, readonly: true, dtype: 'float64' });
+  const empty = fromTypedArray(array, { shape: [0, 5] });
+  assert.deepEqual(liveCounts(), before, 'nothing native');
+  assert.deepEqual([matrix.shape, matrix.strides, matrix.size, matrix.ndim], [[3, 4], [4, 1], 12, 2]);
+  assert.deepEqual([reversed.get(0), reversed.get(5), reversed.byteOffset], [11, 1, 88]);
+  assert.equal(reversed.dataPtr, addressOf(array) + 88n);
+  reversed.set(1, -9);
+  assert.equal(array[9], -9);
+  assert.deepEqual([...matrix.toTypedArray()], [...array]);
+  assert.equal(matrix.toTypedArray().buffer, array.buffer);
+  assert.deepEqual([...frozen.toTypedArray({ copy: true })], [2, 3, 4, 5]);
+  assert.deepEqual([frozen.readonly, frozen.byteOffset, empty.size, empty.nbytes], [true, 16, 0, 0]);
+  // What a typed array cannot view, or a read-only tensor refuses, native code says.
+  assertThrowsCode(() => columns.toTypedArray(), Error, 'ERR_DLBRIDGE_NOT_CONTIGUOUS', /\[4, 3\]/);
+  assertThrowsCode(() => frozen.set([0, 0], 1), Error, 'ERR_DLBRIDGE_READ_ONLY');
+  assertThrowsCode(() => frozen.toTypedArray(), Error, 'ERR_DLBRIDGE_READ_ONLY');
+  assert.equal(columns.get([3, 2]), 11);
+  assert.equal(new Float64Array(empty.toTypedArray()).length, 0);
+  // Layouts reaching outside the array are refused as the native constructor refuses them.
+  assertThrowsCode(() => fromTypedArray(array, { shape: [4, 4] }), RangeError, 'ERR_DLBRIDGE_OUT_OF_BOUNDS');
+  assertThrowsCode(() => fromTypedArray(array, { shape: [2], strides: [-1] }), RangeError, 'ERR_DLBRIDGE_OUT_OF_BOUNDS');
+  assertThrowsCode(() => fromTypedArray(array, { offset: 13 }), RangeError, 'ERR_DLBRIDGE_OUT_OF_BOUNDS');
+  assertThrowsCode(() => fromTypedArray(array, { shape: [-1] }), RangeError, 'ERR_DLBRIDGE_NEGATIVE_DIM');
+  assertThrowsCode(() => fromTypedArray(array, { shape: [2], stride: [1] }), TypeError, 'ERR_DLBRIDGE_UNKNOWN_OPTION', /did you mean "strides"/);
+});
+
+test('options are read once each, in the native constructor order, before the buffer is checked', () => {
+  const array = new Int16Array(8);
+  const reads = [];
+  const options = {};
+  for (const key of ['readonly', 'strides', 'shape', 'offset', 'dtype']) {
+    Object.defineProperty(options, key, {
+      enumerable: true,
+      get() {
+        reads.push(key);
+        return { shape: [2, 2], strides: undefined, offset: 4, readonly: false, dtype: undefined }[key];
+      },
+    });
+  }
+  const t = fromTypedArray(array, options);
+  assert.deepEqual(reads, ['dtype', 'offset', 'shape', 'strides', 'readonly']);
+  assert.deepEqual([t.shape, t.byteOffset], [[2, 2], 8]);
+  reads.length = 0;
+  options.constructor; // not an option: no read
+  assertThrowsCode(
+    () => fromTypedArray(array, Object.defineProperty({ shape: [2] }, 'offset', { enumerable: true, get: () => (reads.push('offset'), 2n ** 70n) })),
+    TypeError,
+    'ERR_DLBRIDGE_INVALID_ARGUMENT',
+    /offset must be an integer/,
+  );
+  assert.deepEqual(reads, ['offset'], 'read once, then handed to native code as read');
 });
 
 test('it is zero-copy both ways: same address, views over the same ArrayBuffer', () => {

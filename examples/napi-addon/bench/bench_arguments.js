@@ -22,14 +22,15 @@ const TARGET = 1.0;
 
 const array = new Float32Array(16);
 const tensor = dlbridge.fromTypedArray(array);
-const nativeTensor = dlbridge.fromTypedArray(array, {});
+// Importing a tensor's own export gives back its native twin: a native Tensor.
+const nativeTensor = dlbridge.importPointer(dlbridge.fromTypedArray(array).exportPointer());
 const strided = dlbridge.fromTypedArray(new Float32Array(32), { shape: [16], strides: [-2], offset: 30 });
 const CASES = [
   { label: '`lengthPlain(f32)`: napi-rs `Float32Array` argument (baseline)', call: () => tensorops.lengthPlain(array) },
   { label: '`lengthSlice(f32)`: napi-rs `&[f32]` argument', call: () => tensorops.lengthSlice(array) },
   { label: '`length(f32)`: `JsTensorRef<f32>` from a `Float32Array`', call: () => tensorops.length(array) },
   { label: '`length(tensor)`: `JsTensorRef<f32>` from a dlbridge `Tensor` over JS memory (its native twin, made at the first call)', call: () => tensorops.length(tensor) },
-  { label: '`length(nativeTensor)`: the same from a native `Tensor` (`fromTypedArray(f32, {})`)', call: () => tensorops.length(nativeTensor) },
+  { label: '`length(nativeTensor)`: the same from a native `Tensor` (`importPointer` of an export)', call: () => tensorops.length(nativeTensor) },
   { label: '`length(strided)`: the same, negative stride', call: () => tensorops.length(strided) },
   { label: '`scale_(f32, 1)`: `JsTensorMut<f32>` + `f64`, ndarray `mapv_inplace`', call: () => tensorops.scale_(array, 1) },
 ];
