@@ -46,10 +46,13 @@
 //! - A `Tensor` of the `dlbridge` package (any shape, strides, offset, read-only flag), or any
 //!   object following the [tensor-object protocol](tensor_handle): recognised by a Node-API
 //!   type tag that JavaScript cannot forge, and imported through a DLPack export that the
-//!   core validates; its deleter runs when the argument drops.
+//!   core validates; its deleter runs when the argument drops. A `Tensor` over JS memory, a
+//!   plain JavaScript object until then, gets that tag at its first crossing, from the hook its
+//!   tagged prototype holds.
 //!
-//! Extraction runs no JavaScript (no property read, no getter), costs one Node-API call for a
-//! typed array and never copies.
+//! Extraction runs none of the caller's JavaScript (no property read, no getter; the first
+//! crossing of a `Tensor` over JS memory runs the `dlbridge` package's own code), costs one
+//! Node-API call for a typed array and never copies.
 //!
 //! ## What the borrow relies on
 //! The memory stays valid because the JS value that owns it (the typed array, the `Tensor`) is
