@@ -108,7 +108,6 @@ function tensorToJSON() {
 }
 defineMethod('toJSON', tensorToJSON);
 
-
 // `using tensor = …` (explicit resource management) closes the tensor at the end of its block,
 // where the runtime has `Symbol.dispose`.
 if (typeof Symbol.dispose === 'symbol') {
@@ -469,9 +468,9 @@ function fixedLength(buffer) {
  */
 function fromTypedArray(array, options) {
   const plain = PLAIN_ARRAYS[typedArrayName(array)];
-  if (plain !== undefined && (options === undefined || (typeof options === 'object' && options !== null))) {
+  if (plain !== undefined && (options == null || typeof options === 'object')) {
     const length = typedArrayLength(array);
-    if (options === undefined) {
+    if (options == null) {
       if (length !== 0) {
         const buffer = typedArrayBuffer(array);
         if (fixedBuffers.has(buffer) || fixedLength(buffer)) {
