@@ -27,9 +27,9 @@ PANELS = [
         "python",
         "np.from_dlpack(np_arr)",
         [
-            ("dlbridge.from_dlpack(np_arr)", "| `dlbridge.from_dlpack(np_arr)` (lent buffer)", 0.8),
+            ("dlbridge.from_dlpack(np_arr)", "| `dlbridge.from_dlpack(np_arr)` (lent buffer)", 0.35),
             ("  ... through __dlpack__", "| `dlbridge.from_dlpack(np_arr)`, `__dlpack__`", None),
-            ("np.from_dlpack(dlbridge_tensor)", "| `np.from_dlpack(dlbridge_tensor)`", 1.1),
+            ("np.from_dlpack(dlbridge_tensor)", "| `np.from_dlpack(dlbridge_tensor)`", 0.9),
             ("dlbridge.from_dlpack(torch), exchange API", "| `dlbridge.from_dlpack(torch_tensor)`, exchange API", None),
             ("torch.from_dlpack(np_arr)", "| `torch.from_dlpack(np_arr)`", PEER),
         ],
@@ -40,7 +40,7 @@ PANELS = [
         [
             ("np_arr.__dlpack__()", "| `np_arr.__dlpack__(max_version=(1, 3))`", PEER),
             ("PyTensorRef<f32> from numpy", "| `tensorops.length(np_arr)`", 0.6),
-            ("PyTensorRef<f32> from torch", "| `tensorops.length(torch_tensor)`", None),
+            ("PyTensorRef<f32> from torch", "| `tensorops.length(torch_tensor)`", 1.0),
             ("PyTensorRef<f32> from jax", "| `tensorops.length(jax_array)`", None),
         ],
     ),
@@ -49,7 +49,7 @@ PANELS = [
         "napi-rs Float32Array",
         [
             ("napi-rs &[f32]", "| `lengthSlice(f32)`", PEER),
-            ("JsTensorRef<f32> from Float32Array", "| `length(f32)`", 1.2),
+            ("JsTensorRef<f32> from Float32Array", "| `length(f32)`", 1.0),
             ("JsTensorRef<f32> from dlbridge Tensor", "| `length(tensor)`", None),
         ],
     ),

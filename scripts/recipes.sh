@@ -88,15 +88,15 @@ napi_example() { (cd examples/napi-addon && node build-addon.js -- --locked); }
 # The npm tarballs (`./just dist`) in napi-rs's layout (bindings/node/npm-dist.js):
 # `dlbridge-<version>.tgz` (entry points and types, the platform package as an optional
 # dependency) and `dlbridge-<platform>-<version>.tgz` (the addon, release, stripped, without the
-# test switches), in target/dist. Built from a copy of the package folder, so the working tree's
-# addon stays the test build; in target/, where only the crates whose features differ compile
-# again.
+# test switches), in target/dist. Built from a copy of the package folder (package.json, the files
+# it ships but the addon, and the build scripts), so the working tree's addon stays the test
+# build; in target/, where only the crates whose features differ compile again.
 npm_tarballs() {
-  local out=$TARGET_DIR/dist build=$TARGET_DIR/node-package file
+  local out=$TARGET_DIR/dist build=$TARGET_DIR/node-package file shipped
   rm -rf "$build"
   mkdir -p "$build" "$out"
-  for file in package.json index.js index.mjs index.d.ts platform.js platform-package.js \
-    check-addon.js build-addon.js npm-dist.js README.md; do
+  shipped=$(node -p "require('./bindings/node/package.json').files.filter(f => !f.includes('*')).join(' ')")
+  for file in package.json $shipped build-addon.js check-addon.js npm-dist.js platform-package.js; do
     cp "bindings/node/$file" "$build/"
   done
   rm -f "$out"/dlbridge-*.tgz

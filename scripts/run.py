@@ -335,7 +335,7 @@ def main(argv: list[str]) -> int:
                 say(f"FAILED  benchmark {step.name} (exit status {step.status})")
                 return 1
         return 0
-    say(f"{command}: {len(needed)} artifacts" +
+    say(f"{command}: {len(needed)} artifact{'' if len(needed) == 1 else 's'}" +
         (f", {len(phases)} phases, {jobs} at a time" if phases else ""))
     ok = run(needed, phases, target, jobs)
     if phases or not ok or len(needed) > 1:

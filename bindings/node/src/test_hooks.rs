@@ -1,5 +1,5 @@
 //! Switches for the test suite, compiled only with the `test-hooks` feature (the build that
-//! scripts/test-node.sh makes), exposed as `_testHooks`.
+//! the test suite makes: the artifact node_addon), exposed as `_testHooks`.
 
 use napi::bindgen_prelude::{BigInt, Unknown};
 use napi::Env;

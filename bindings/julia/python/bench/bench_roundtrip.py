@@ -94,7 +94,7 @@ def main() -> None:
             "own Python round trip `np.from_dlpack(dlbridge.from_dlpack(a))` in the same run. "
             f"Best of {BATCHES} batches of {CALLS} calls; Julia 1.5.3, {platform.processor() or platform.machine()}, "
             "reproduce with `bindings/julia/python/bench/bench_roundtrip.py` "
-            "(`scripts/bench-julia-embedded.sh`).",
+            "(`./just bench julia_embedded`).",
             "",
             "| tensor | `jl.call` round trip (µs) | numpy → dlbridge → numpy (µs) | ratio |",
             "|---|---:|---:|---:|",
