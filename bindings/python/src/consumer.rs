@@ -6,9 +6,10 @@
 //! 1. `x` is a raw `dltensor` / `dltensor_versioned` capsule: consume it.
 //! 2. `type(x)` publishes a C exchange API table (cached per type): one C call, no capsule. If
 //!    it fails or cannot honour the request, the steps below decide.
-//! 3. Without a `device` or `copy=True` request, a buffer `x` lends, when its type's buffers were
-//!    seen to describe exactly what its `__dlpack__` gives (numpy): the same memory and
-//!    read-only answer without a `__dlpack__` call or a capsule; released when the Tensor dies.
+//! 3. Without a `device` or `copy=True` request, memory `x` lends: a numpy array read in place
+//!    (holding a reference), or a buffer, when its type's buffers were seen to describe exactly
+//!    what its `__dlpack__` gives: the same memory and read-only answer without a `__dlpack__`
+//!    call or a capsule; given back when the Tensor dies.
 //! 4. `x.__dlpack__(max_version=(1, 3), [dl_device=...], [copy=...])` through one vectorcall with
 //!    interned keyword names; a TypeError that is about the signature (an old producer without
 //!    `max_version`) is retried as `x.__dlpack__()` when no device or copy was requested.

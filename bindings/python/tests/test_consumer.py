@@ -23,6 +23,63 @@ def test_numpy_import_is_zero_copy_and_shares_writes():
     assert not t.copied and not t.readonly
 
 
+def test_numpy_arrays_are_read_in_place_and_held_by_a_reference():
+    a = np.arange(12, dtype=np.int16).reshape(3, 4)
+    view = a[::-1, 1::2]
+    refs = sys.getrefcount(view)
+    t = dlbridge.from_dlpack(view)
+    assert sys.getrefcount(view) == refs + 1
+    assert (t.shape, t.strides, t.dtype) == ((3, 2), (-4, 2), "int16")
+    assert t.data_ptr == np_ptr(view) and t.tolist() == view.tolist()
+    assert not t.copied and not t.readonly
+    np.from_dlpack(t)[0, 0] = 99
+    assert a[2, 1] == 99
+    del t
+    gc.collect()
+    assert sys.getrefcount(view) == refs
+
+
+def test_a_numpy_array_reshaped_in_place_leaves_its_import_alone():
+    a = np.arange(6.0)
+    t = dlbridge.from_dlpack(a)
+    a.shape = (2, 3)
+    assert (t.shape, t.strides, t.tolist()) == ((6,), (1,), [0.0, 1.0, 2.0, 3.0, 4.0, 5.0])
+
+
+@pytest.mark.parametrize(
+    "dtype",
+    [np.bool_, np.int8, np.uint8, np.int16, np.uint16, np.intc, np.uintc, np.int_, np.uint,
+     np.longlong, np.ulonglong, np.float16, np.float32, np.float64, np.complex64,
+     np.complex128],
+)
+def test_numpy_arrays_of_every_exact_dtype_import_in_place(dtype):
+    a = (np.arange(6) % 2).astype(dtype).reshape(2, 3)
+    t = dlbridge.from_dlpack(a)
+    assert t.dtype == np.dtype(dtype).name and t.itemsize == a.itemsize
+    assert t.data_ptr == np_ptr(a) and np.array_equal(np.from_dlpack(t), a)
+
+
+def test_read_only_and_warn_on_write_numpy_arrays_import_read_only():
+    frozen = np.arange(3.0)
+    frozen.flags.writeable = False
+    assert dlbridge.from_dlpack(frozen).readonly
+    broadcast, _ = np.broadcast_arrays(np.arange(3.0), np.zeros((2, 3)))
+    with pytest.warns(FutureWarning):
+        assert broadcast.flags.writeable  # numpy only warns on a write
+    t = dlbridge.from_dlpack(broadcast)
+    assert t.readonly and memoryview(broadcast).readonly
+    assert (t.shape, t.strides, t.data_ptr) == ((2, 3), (0, 1), np_ptr(broadcast))
+
+
+def test_numpy_arrays_outside_the_exact_dtypes_still_ask_dlpack():
+    with pytest.raises(BufferError, match="native byte order"):
+        dlbridge.from_dlpack(np.arange(3, dtype=">f8"))
+    with pytest.raises(BufferError):
+        dlbridge.from_dlpack(np.zeros(3, dtype=np.longdouble))
+    one = np.zeros((1, 3))
+    assert dlbridge.from_dlpack(one).data_ptr == np_ptr(one)
+
+
 def test_versioned_capsule_is_consumed_and_renamed():
     capsule = np.arange(3.0).__dlpack__(max_version=(1, 0))
     t = dlbridge.from_dlpack(capsule)

@@ -96,7 +96,7 @@ pub(crate) unsafe fn dtype_of(format: *const c_char, itemsize: isize) -> Option<
 }
 
 /// The integer dtype of `itemsize` bytes.
-fn sized_int(signed: bool, itemsize: isize) -> Option<DataType> {
+pub(crate) fn sized_int(signed: bool, itemsize: isize) -> Option<DataType> {
     Some(match (signed, itemsize) {
         (true, 1) => DataType::I8,
         (true, 2) => DataType::I16,

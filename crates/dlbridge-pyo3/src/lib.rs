@@ -58,6 +58,13 @@
 //! is released when the argument drops. Other formats (bfloat16, byte-swapped data) still go
 //! through `__dlpack__`. [`from_dlpack`] itself always speaks DLPack.
 //!
+//! Instances of exactly `numpy.ndarray` (recognised once per type through numpy's C API table)
+//! need no buffer and no comparison: the fields numpy's own `__dlpack__` reads (data, dimensions,
+//! strides, dtype number and byte order, flags) are read in place under the same rules, and the
+//! argument holds a reference to the array, as numpy's export does. Arrays numpy forbids or warns
+//! about writing are read-only. That is about a third of the buffer protocol's cost, for which
+//! numpy builds and compares a format string on every request.
+//!
 //! ## Releasing the GIL
 //! Argument values are tied to the GIL (`'py`) and stay on the calling thread, but what they lend
 //! (`&[T]`, `&mut [T]`, ndarray views) is `Send`, so the heavy part can run with the GIL

@@ -349,6 +349,21 @@ def test_buffer_and_dlpack_routes_agree_on_every_answer():
         tensorops.scale_(base[::2], 2.0)
 
 
+def test_a_numpy_argument_holds_its_array_for_the_call_only():
+    a = np.arange(6, dtype=np.float32)[::-2]
+    refs = sys.getrefcount(a)
+    assert tensorops.sum(a) == 9.0
+    tensorops.scale_(a, 2.0)
+    assert sys.getrefcount(a) == refs
+    assert a.tolist() == [10.0, 6.0, 2.0]
+    frozen = np.arange(3, dtype=np.float32)
+    frozen.flags.writeable = False
+    with pytest.raises(ValueError, match="read-only"):
+        tensorops.scale_(frozen, 2.0)
+    assert sys.getrefcount(frozen) == refs
+    assert frozen.tolist() == [0.0, 1.0, 2.0]
+
+
 class CountingArray(np.ndarray):
     """numpy arrays whose `__dlpack__` counts its calls."""
 

@@ -1,7 +1,8 @@
 //! The buffer-protocol route for CPU producers that also speak DLPack (numpy, jax, mlx): the
 //! same memory, the same read-only answer, without allocating a capsule and a managed tensor.
 //! Used only when the format maps exactly onto a DLPack dtype and the strides are whole
-//! elements; anything else goes through `__dlpack__`.
+//! elements; anything else goes through `__dlpack__`. numpy arrays are described the same way
+//! from their own fields (see `numpy_array`), without asking for a buffer.
 
 use std::ptr::NonNull;
 
@@ -22,10 +23,23 @@ pub(crate) fn supported(obj: &Bound<'_, PyAny>) -> bool {
 /// `__dlpack__`.
 const MAX_NDIM: usize = 6;
 
-/// A held buffer and its description as a tensor.
+/// What keeps lent memory alive, given back when the [`LentBuffer`] drops.
+enum Holder {
+    /// A buffer held through the buffer protocol (released with `PyBuffer_Release`).
+    Buffer(ffi::Py_buffer),
+    /// A strong reference to a numpy array read in place (see `numpy_array`).
+    Array(NonNull<ffi::PyObject>),
+}
+
+/// Held memory and its description as a tensor.
 struct Held {
-    raw: ffi::Py_buffer,
-    /// Strides in elements (the shape is the exporter's, read in place).
+    holder: Holder,
+    /// Address of element 0.
+    data: *mut u8,
+    ndim: usize,
+    /// Sizes, copied: the producer may change its own later (numpy's `a.shape = ...`).
+    shape: [i64; MAX_NDIM],
+    /// Strides in elements.
     strides: [i64; MAX_NDIM],
     dtype: DataType,
     flags: Flags,
@@ -33,10 +47,12 @@ struct Held {
     span: ByteSpan,
 }
 
-/// A buffer a producer lends (held through the buffer protocol), described as a tensor;
-/// released when dropped (GIL required: the type is neither `Send` nor `Sync`).
+/// Memory a producer lends without a DLPack capsule, described as a tensor: a buffer held
+/// through the buffer protocol, or a numpy array read in place and kept alive by a reference
+/// (as numpy's own `__dlpack__` keeps it). Given back (the buffer released, the reference
+/// dropped) when dropped (GIL required: the type is neither `Send` nor `Sync`).
 ///
-/// The buffer lives in a block of Python's allocator (cheaper than the system one for small
+/// The description lives in a block of Python's allocator (cheaper than the system one for small
 /// blocks, and the GIL is held), filled in place, so that an argument holding it stays one
 /// pointer wide as it moves into the function.
 pub struct LentBuffer(NonNull<Held>);
@@ -47,27 +63,64 @@ impl LentBuffer {
     /// with whole-element strides, at most 6 dimensions, each of size 2 or more (0-d buffers
     /// included), and no suboffsets.
     pub fn get(obj: &Bound<'_, PyAny>) -> Option<LentBuffer> {
-        const { assert!(std::mem::align_of::<Held>() <= 16) };
-        // SAFETY: the GIL is held (a bound object is at hand); PyMem_Malloc aligns to 16 bytes.
-        let block = unsafe { ffi::PyMem_Malloc(std::mem::size_of::<Held>()) }.cast::<Held>();
-        let held = NonNull::new(block)?;
-        let block = held.as_ptr();
-        // SAFETY: a fresh block of the right size: the exporter fills `raw` in place; on failure
-        // nothing is held, the exception is cleared and the block freed.
-        unsafe {
-            if ffi::PyObject_GetBuffer(obj.as_ptr(), &raw mut (*block).raw, ffi::PyBUF_RECORDS_RO)
-                != 0
-            {
+        let block = alloc()?;
+        // SAFETY: a fresh block of the right size: the exporter fills the holder's buffer in
+        // place; on failure nothing is held, the exception is cleared and the block freed.
+        let raw = unsafe {
+            (&raw mut (*block).holder).write(Holder::Buffer(std::mem::zeroed()));
+            let Holder::Buffer(raw) = &mut (*block).holder else {
+                unreachable!("just written")
+            };
+            if ffi::PyObject_GetBuffer(obj.as_ptr(), raw, ffi::PyBUF_RECORDS_RO) != 0 {
                 ffi::PyErr_Clear();
                 ffi::PyMem_Free(block.cast());
                 return None;
             }
-        }
+            &*raw
+        };
         // From here the buffer is held: dropping `tensor` releases it and frees the block.
-        let tensor = LentBuffer(held);
-        // SAFETY: `raw` was just filled; `describe` writes the other fields before anything
-        // reads them (they are read only when it succeeds; drop reads only `raw`).
-        unsafe { describe(block) }.then_some(tensor)
+        let tensor = LentBuffer(NonNull::new(block)?);
+        // SAFETY: NULL or a NUL-terminated string that lives as long as the buffer.
+        let dtype = unsafe { buffer_format::dtype_of(raw.format, raw.itemsize) }?;
+        if !raw.suboffsets.is_null() {
+            return None;
+        }
+        let layout = Layout {
+            data: raw.buf.cast(),
+            ndim: raw.ndim,
+            shape: raw.shape,
+            strides: raw.strides,
+            itemsize: raw.itemsize,
+        };
+        // SAFETY: the exporter's `ndim` sizes and strides, alive while the buffer is held; the
+        // other fields of the block are written by `describe` before anything reads them (they
+        // are read only when it succeeds; drop reads only the holder).
+        unsafe { describe(block, &layout, dtype, raw.readonly != 0) }.then_some(tensor)
+    }
+
+    /// Lends the numpy array `array` (a new reference to it) as `layout` describes it, or `None`
+    /// when that does not map exactly onto a DLPack tensor (the same rules as [`get`](Self::get)).
+    ///
+    /// # Safety
+    /// `layout` describes `array`'s memory, which stays valid (and writable unless `read_only`)
+    /// while a reference to `array` is held; its sizes and strides are readable now.
+    pub(crate) unsafe fn numpy_array(
+        array: &Bound<'_, PyAny>,
+        layout: &Layout,
+        dtype: DataType,
+        read_only: bool,
+    ) -> Option<LentBuffer> {
+        let block = alloc()?;
+        let reference = array.clone().into_ptr();
+        // SAFETY: a fresh block; `into_ptr` of a live object is never NULL. From here the
+        // reference is held: dropping `tensor` releases it and frees the block.
+        let tensor = unsafe {
+            (&raw mut (*block).holder).write(Holder::Array(NonNull::new_unchecked(reference)));
+            LentBuffer(NonNull::new_unchecked(block))
+        };
+        // SAFETY: per the contract; `describe` writes the other fields before anything reads
+        // them.
+        unsafe { describe(block, layout, dtype, read_only) }.then_some(tensor)
     }
 
     fn held(&self) -> &Held {
@@ -75,25 +128,17 @@ impl LentBuffer {
         unsafe { self.0.as_ref() }
     }
 
-    /// The buffer as a tensor view (on the CPU; read-only when the buffer is).
+    /// The memory as a tensor view (on the CPU; read-only when the producer says so).
     #[inline]
     pub fn view(&self) -> TensorView<'_> {
         let held = self.held();
-        let ndim = held.raw.ndim as usize;
-        let shape: &[i64] = if ndim == 0 {
-            &[]
-        } else {
-            // SAFETY: `ndim` sizes (checked in `describe`, on a 64-bit target where `Py_ssize_t`
-            // is `i64`) that the exporter keeps unchanged until the buffer is released.
-            unsafe { std::slice::from_raw_parts(held.raw.shape.cast::<i64>(), ndim) }
-        };
         // SAFETY: shape and strides checked in `describe` (whole elements, span in range), host
-        // memory the producer keeps valid until the buffer is released, i.e. while `self` lives.
+        // memory the producer keeps valid until it is given back, i.e. while `self` lives.
         unsafe {
             TensorView::from_raw_parts(
-                held.raw.buf.cast(),
-                shape,
-                &held.strides[..ndim],
+                held.data,
+                &held.shape[..held.ndim],
+                &held.strides[..held.ndim],
                 held.dtype,
                 Device::CPU,
                 held.flags,
@@ -101,7 +146,7 @@ impl LentBuffer {
         }
     }
 
-    /// Describes the buffer as read-only (for an argument that only reads it).
+    /// Describes the memory as read-only (for an argument that only reads it).
     pub(crate) fn mark_read_only(&mut self) {
         // SAFETY: the block is ours (made in `get`), initialised, and not shared: `&mut self`.
         unsafe { (*self.0.as_ptr()).flags |= Flags::READ_ONLY };
@@ -113,25 +158,40 @@ impl LentBuffer {
     }
 }
 
-/// Fills strides (in elements), dtype, flags and span from the held buffer; false when it does
-/// not map exactly onto a DLPack tensor.
+/// A block of Python's allocator for a [`Held`] (uninitialised), or `None`.
+fn alloc() -> Option<*mut Held> {
+    const { assert!(std::mem::align_of::<Held>() <= 16) };
+    // SAFETY: callers hold the GIL (a bound object is at hand); PyMem_Malloc aligns to 16
+    // bytes.
+    let block = unsafe { ffi::PyMem_Malloc(std::mem::size_of::<Held>()) }.cast::<Held>();
+    (!block.is_null()).then_some(block)
+}
+
+/// A producer's description of its memory: `ndim` sizes and byte strides of elements of
+/// `itemsize` bytes from `data` (the buffer protocol's fields, or a numpy array's).
+pub(crate) struct Layout {
+    pub(crate) data: *mut u8,
+    pub(crate) ndim: std::ffi::c_int,
+    pub(crate) shape: *const ffi::Py_ssize_t,
+    pub(crate) strides: *const ffi::Py_ssize_t,
+    pub(crate) itemsize: ffi::Py_ssize_t,
+}
+
+/// Fills data, shape, strides (in elements), dtype, flags and span from `layout`; false when it
+/// does not map exactly onto a DLPack tensor of `dtype`.
 ///
 /// # Safety
-/// `held` points to a block whose `raw` holds a buffer; its other fields may be uninitialised.
-unsafe fn describe(held: *mut Held) -> bool {
-    // SAFETY: `raw` is initialised (contract); nothing else is read before it is written.
-    let raw = unsafe { &(*held).raw };
-    let (Ok(ndim), itemsize) = (usize::try_from(raw.ndim), raw.itemsize) else {
-        return false;
-    };
-    // SAFETY: NULL or a NUL-terminated string that lives as long as the buffer.
-    let Some(dtype) = (unsafe { buffer_format::dtype_of(raw.format, itemsize) }) else {
+/// `held` points to a block whose holder is written; its other fields may be uninitialised.
+/// `layout`'s sizes and strides (`ndim` of each, when `ndim > 0`) are readable.
+unsafe fn describe(held: *mut Held, layout: &Layout, dtype: DataType, read_only: bool) -> bool {
+    let (Ok(ndim), itemsize) = (usize::try_from(layout.ndim), layout.itemsize) else {
         return false;
     };
     if !cfg!(target_pointer_width = "64")
+        || dtype.storage_size(false) != Some(itemsize as usize)
         || ndim > MAX_NDIM
-        || !raw.suboffsets.is_null()
-        || (ndim > 0 && (raw.shape.is_null() || raw.strides.is_null()))
+        || (ndim > 0 && (layout.shape.is_null() || layout.strides.is_null()))
+        || layout.data.is_null()
     {
         return false;
     }
@@ -139,11 +199,16 @@ unsafe fn describe(held: *mut Held) -> bool {
     let shift = itemsize.trailing_zeros();
     // Element offsets of the lowest and highest element, every step checked.
     let (mut low, mut high) = (0i64, 0i64);
-    // SAFETY: a field of the block (contract), written before it is read.
-    let strides = unsafe { &mut (*held).strides };
-    for (axis, stride) in strides.iter_mut().enumerate().take(ndim) {
-        // SAFETY: `ndim` entries behind both non-NULL pointers, alive with the buffer.
-        let (d, s) = unsafe { (*raw.shape.add(axis) as i64, *raw.strides.add(axis) as i64) };
+    // SAFETY: fields of the block (contract), written before they are read.
+    let (shape, strides) = unsafe { (&mut (*held).shape, &mut (*held).strides) };
+    for axis in 0..ndim {
+        // SAFETY: `ndim` entries behind both non-NULL pointers (contract).
+        let (d, s) = unsafe {
+            (
+                *layout.shape.add(axis) as i64,
+                *layout.strides.add(axis) as i64,
+            )
+        };
         // The stride of a dimension of size 0 or 1 is never used, and exporters normalise it
         // in their buffers (numpy reports canonical strides for contiguous arrays) but not in
         // their DLPack tensors: such tensors go through `__dlpack__`, which says what the
@@ -152,7 +217,8 @@ unsafe fn describe(held: *mut Held) -> bool {
             return false;
         }
         let s = s >> shift;
-        *stride = s;
+        shape[axis] = d;
+        strides[axis] = s;
         let Some(reach) = (d - 1).checked_mul(s) else {
             return false;
         };
@@ -168,16 +234,18 @@ unsafe fn describe(held: *mut Held) -> bool {
             .and_then(|b| isize::try_from(b).ok())
     };
     let span = match (bytes(low), high.checked_add(1).and_then(bytes)) {
-        (Some(start), Some(end)) if !raw.buf.is_null() => ByteSpan { start, end },
+        (Some(start), Some(end)) => ByteSpan { start, end },
         _ => return false,
     };
-    let flags = if raw.readonly != 0 {
+    let flags = if read_only {
         Flags::READ_ONLY
     } else {
         Flags::empty()
     };
     // SAFETY: fields of the block (contract), written without reading the old values.
     unsafe {
+        (&raw mut (*held).data).write(layout.data);
+        (&raw mut (*held).ndim).write(ndim);
         (&raw mut (*held).dtype).write(dtype);
         (&raw mut (*held).flags).write(flags);
         (&raw mut (*held).span).write(span);
@@ -188,10 +256,14 @@ unsafe fn describe(held: *mut Held) -> bool {
 impl Drop for LentBuffer {
     fn drop(&mut self) {
         let held = self.0.as_ptr();
-        // SAFETY: a held buffer, released once where it was filled; then its block (plain data)
-        // is freed. The type is !Send, so the GIL-holding thread that got it drops it.
+        // SAFETY: the holder was written where the block was filled; the buffer is released or
+        // the reference dropped once, then the block (otherwise plain data) is freed. The type is
+        // !Send, so the GIL-holding thread that got it drops it.
         unsafe {
-            ffi::PyBuffer_Release(&raw mut (*held).raw);
+            match &mut (*held).holder {
+                Holder::Buffer(raw) => ffi::PyBuffer_Release(raw),
+                Holder::Array(array) => ffi::Py_DecRef(array.as_ptr()),
+            }
             ffi::PyMem_Free(held.cast());
         }
     }

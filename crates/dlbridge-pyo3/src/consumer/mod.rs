@@ -6,8 +6,8 @@
 //! 1. [`is_capsule`] / [`consume_capsule`] for raw capsules;
 //! 2. the type's C exchange API ([`producer_type`] and [`ProducerType::exchange_api`], cached
 //!    per type; [`ExchangeEntry::import`]);
-//! 3. a buffer the producer lends ([`ProducerType::lend_buffer`]), for types whose buffers were
-//!    seen to match their `__dlpack__`;
+//! 3. memory the producer lends ([`ProducerType::lend_buffer`]): a numpy array read in place,
+//!    or a buffer, for types whose buffers were seen to match their `__dlpack__`;
 //! 4. [`call_dunder_dlpack`], then [`consume_capsule`] (legacy capsules come out read-only),
 //!    and [`ProducerType::verify_buffers`] so that later instances of the type can take step 3.
 //!
@@ -16,7 +16,7 @@
 
 // The import route, one part per file: `capsule` (consuming capsules), `exchange_api` (producers'
 // C exchange API tables) and `solid_base` (whether a table may be called on a type's instances),
-// `buffer` (the buffer-protocol route), `autograd` (the requires-grad rule), `type_cache` (what
+// `buffer` (the buffer-protocol route) and `numpy_array` (numpy arrays read in place), `autograd` (the requires-grad rule), `type_cache` (what
 // each producer type offers, learned once), `pybox` (per-call allocations) and `import`, which
 // tries them in order. None of them imports this file.
 pub(crate) mod autograd;
@@ -24,6 +24,7 @@ mod buffer;
 mod capsule;
 mod exchange_api;
 pub(crate) mod import;
+mod numpy_array;
 mod pybox;
 mod solid_base;
 mod type_cache;
@@ -56,10 +57,11 @@ impl ProducerType {
         &self.0.exchange_api
     }
 
-    /// `obj`'s buffer, when the type's buffers were seen to describe exactly what its
-    /// `__dlpack__` gives (see [`verify_buffers`](Self::verify_buffers)) and this buffer maps
-    /// exactly onto a DLPack tensor; `None` otherwise (then ask `__dlpack__`). `obj` is an
-    /// instance of the type.
+    /// `obj`'s memory without DLPack: read in place for exactly `numpy.ndarray`; else `obj`'s
+    /// buffer, when the type's buffers were seen to describe exactly what its `__dlpack__` gives
+    /// (see [`verify_buffers`](Self::verify_buffers)); either only when it maps exactly onto a
+    /// DLPack tensor; `None` otherwise (then ask `__dlpack__`). `obj` is an instance of the
+    /// type.
     #[inline]
     pub fn lend_buffer(&self, obj: &Bound<'_, PyAny>) -> Option<LentBuffer> {
         self.0.lend(obj)

@@ -13,6 +13,7 @@ use pyo3::types::PyType;
 use super::autograd::GradAttr;
 use super::buffer::{self, LentBuffer};
 use super::exchange_api::{self, ExchangeApi};
+use super::numpy_array;
 use crate::interned;
 
 /// What a type offers for importing its instances.
@@ -23,6 +24,9 @@ pub(crate) struct TypeInfo {
     /// Whether instances may lend buffers: they export buffers, the type has `__dlpack__`, no
     /// usable exchange API and no `requires_grad`.
     buffers: bool,
+    /// Whether the type is numpy's own `ndarray`: instances are read in place (no buffer asked
+    /// for, nothing to verify).
+    ndarray: bool,
     /// How instances say whether they require grad (torch tensors): those that do are imported
     /// read-only (see [`TypeInfo::requires_grad`]).
     grad: GradAttr,
@@ -126,11 +130,14 @@ fn type_info(obj: &Bound<'_, PyAny>) -> TypeInfo {
     let exchange_api = exchange_api::probe(&ty);
     let grad = GradAttr::probe(&ty);
     let autograd = !matches!(grad, GradAttr::Absent);
+    let ndarray = numpy_array::is_ndarray(&ty);
     TypeInfo {
         key: ty.as_ptr() as usize,
+        ndarray,
         // A usable exchange API is cheaper still and covers every dtype: its types never lend
         // buffers. Nor do types with autograd, whose buffers cannot say that memory is tracked.
-        buffers: !matches!(exchange_api, ExchangeApi::Usable(_))
+        buffers: !ndarray
+            && !matches!(exchange_api, ExchangeApi::Usable(_))
             && !autograd
             && buffer::supported(obj)
             && ty
@@ -152,10 +159,15 @@ impl TypeInfo {
         self.grad.requires_grad(obj)
     }
 
-    /// `obj`'s buffer, when the type's buffers of the same read-only-ness were seen to match its
-    /// `__dlpack__` and this one maps exactly onto a DLPack tensor.
+    /// `obj`'s memory lent without DLPack: read in place for numpy arrays; else its buffer,
+    /// when the type's buffers of the same read-only-ness were seen to match its `__dlpack__`
+    /// and this one maps exactly onto a DLPack tensor.
     #[inline]
     pub(crate) fn lend(&self, obj: &Bound<'_, PyAny>) -> Option<LentBuffer> {
+        if self.ndarray {
+            // SAFETY: `obj` is an instance of this type, numpy's own `ndarray`.
+            return unsafe { numpy_array::lend(obj) };
+        }
         let [writable, read_only] = self.route.each_ref().map(|r| r.load(Ordering::Relaxed));
         if !self.buffers || (writable != BUFFER && read_only != BUFFER) {
             return None;
