@@ -494,5 +494,7 @@ export declare const _testHooks:
       forbidExternalBuffers(forbid: boolean): void;
       /** `tensor.exportPointer(options)` without remembering the export as this package's. */
       exportAnonymous(tensor: Tensor, options?: { legacy?: boolean; unsafeIgnoreReadOnly?: boolean }): bigint;
+      /** Exports other addons asked of tensors to keep beyond a call (lent arguments make none). */
+      addonExports(): number;
     }
   | undefined;

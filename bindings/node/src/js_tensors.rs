@@ -10,9 +10,9 @@
 //! prototype is tagged ([`registerTensorPrototype`](register_tensor_prototype)) and wraps a
 //! [`TensorPrototypeHandle`] whose `attach` calls index.js's attach function. That function
 //! recognises the object by a private field (which JavaScript cannot forge) and returns its
-//! twin; the object then wraps a [`Delegate`] whose export is the twin's, and is tagged as a
-//! tensor object, so later crossings take the tagged path directly. The delegate holds the twin
-//! and goes when the object is collected.
+//! twin; the object then wraps a [`Delegate`] whose loan and export are the twin's, and is
+//! tagged as a tensor object, so later crossings take the tagged path directly. The delegate
+//! holds the twin and goes when the object is collected.
 
 use std::ffi::c_void;
 use std::sync::Arc;
@@ -42,8 +42,8 @@ struct PrototypeHook {
     attach: Reference,
 }
 
-/// What a JS tensor that crossed into another addon wraps: a tensor-object header whose export
-/// is its twin's.
+/// What a JS tensor that crossed into another addon wraps: a tensor-object header whose loan
+/// and export are its twin's.
 #[repr(C)]
 struct Delegate {
     /// The protocol header; must stay the first field.
@@ -171,7 +171,7 @@ fn attach_twin(scope: Scope<'_>, hook: &PrototypeHook, object: Handle<'_>) -> Re
         .cast::<TensorHandle>()
         .cast_const();
     let delegate = Box::into_raw(Box::new(Delegate {
-        header: TensorHandle::new(export_delegated),
+        header: TensorHandle::new(export_delegated, lend_delegated),
         context: hook.context.clone(),
         target,
         twin: scope.create_reference(twin, 1)?,
@@ -199,6 +199,16 @@ unsafe extern "C" fn export_delegated(
     // SAFETY: the twin's header, which the delegate's strong reference keeps alive; `export`
     // is the twin's own, called as the protocol calls it.
     unsafe { ((*delegate.target).export)(delegate.target) }
+}
+
+/// The delegate's `lend`: the twin's.
+unsafe extern "C" fn lend_delegated(
+    handle: *const TensorHandle,
+) -> *const DLManagedTensorVersioned {
+    // SAFETY: as in `export_delegated`.
+    let delegate = unsafe { &*(handle as *const Delegate) };
+    // SAFETY: as in `export_delegated`, for `lend`.
+    unsafe { ((*delegate.target).lend)(delegate.target) }
 }
 
 /// The finalizer of a JS tensor's delegate.

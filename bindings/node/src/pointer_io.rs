@@ -16,7 +16,7 @@ use dlbridge::{export, AsTensorView, Flags, ManagedTensor, Tensor as CoreTensor,
 
 use crate::arguments::Options;
 use crate::live_tensor::LiveTensor;
-use crate::resource_counts::PENDING_EXPORTS;
+use crate::resource_counts::{ADDON_EXPORTS, PENDING_EXPORTS};
 use dlbridge_napi::node_api::Scope;
 use dlbridge_napi::{Error, Result};
 
@@ -141,9 +141,10 @@ pub(crate) fn export_unremembered(
     Ok((address, legacy, address_slot))
 }
 
-/// A versioned export of `tensor` for the duration of another addon's call (the tensor-object
-/// protocol): anonymous, as the consumer's deleter runs before the call returns.
-pub(crate) fn export_for_call(tensor: &Arc<LiveTensor>) -> NonNull<DLManagedTensorVersioned> {
+/// A versioned export of `tensor` for another addon (the tensor-object protocol's `export`, for
+/// an argument kept beyond its call): anonymous, as importing it is the other addon's business.
+pub(crate) fn export_for_addon(tensor: &Arc<LiveTensor>) -> NonNull<DLManagedTensorVersioned> {
+    ADDON_EXPORTS.increment();
     let (exported, _) = ExportedTensor::new(tensor.clone());
     export::to_versioned(exported, Flags::empty())
 }

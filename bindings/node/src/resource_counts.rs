@@ -39,3 +39,6 @@ pub(crate) static PINNED_JS_BUFFERS: Counter = Counter::new();
 pub(crate) static EXTERNAL_BUFFERS: Counter = Counter::new();
 /// Managed-tensor exports (pointers, and other addons' tensor arguments) not yet deleted.
 pub(crate) static PENDING_EXPORTS: Counter = Counter::new();
+/// Exports made through the tensor-object protocol's `export` (another addon's argument kept
+/// beyond its call), since the process started; `_testHooks.addonExports()` reports it.
+pub(crate) static ADDON_EXPORTS: Counter = Counter::new();

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use dlbridge::ffi::DLManagedTensorVersioned;
 use dlbridge::{Flags, Order};
 use dlbridge_napi::node_api::{copy_to_arraybuffer, Handle, RawEnv, Reference, Scope};
-use dlbridge_napi::TensorHandle;
+use dlbridge_napi::{TensorHandle, TensorLoan};
 use napi::bindgen_prelude::{BigInt, TypeTag, Unknown};
 use napi::Env;
 use napi_derive::napi;
@@ -44,6 +44,9 @@ pub struct Tensor {
     view_offset: Cell<usize>,
     /// This object's view buffer, once made.
     view_buffer: OnceCell<ViewBufferRef>,
+    /// What the protocol's `lend` hands other addons: a description of the tensor in `shared`,
+    /// made at the first loan (valid while `shared` holds the tensor).
+    loan: OnceCell<TensorLoan>,
 }
 
 /// A strong reference to the ArrayBuffer every view of one `Tensor` object is over, held by
@@ -79,11 +82,12 @@ impl Tensor {
     /// A JS handle on `shared`.
     pub(crate) fn new(shared: Arc<LiveTensor>) -> Tensor {
         Tensor {
-            handle: TensorHandle::new(export_for_addon),
+            handle: TensorHandle::new(export_for_addon, lend_for_addon),
             shared: RefCell::new(Some(shared)),
             views_copied: Cell::new(false),
             view_offset: Cell::new(0),
             view_buffer: OnceCell::new(),
+            loan: OnceCell::new(),
         }
     }
 
@@ -261,24 +265,58 @@ unsafe extern "C" fn finalize_tensor(_env: RawEnv, data: *mut c_void, _hint: *mu
     drop(unsafe { Box::from_raw(data.cast::<Tensor>()) });
 }
 
+/// The `Tensor` whose protocol header a consumer passed, with its tensor if it is still there:
+/// not closed, and, over JS memory, its buffer not detached (an exited worker's is gone too).
+///
+/// # Safety
+/// `handle` is the header of a live `Tensor`, as the protocol passes it: the object that wraps
+/// it is an argument of the consumer's running call.
+unsafe fn usable_tensor<'a>(
+    handle: *const TensorHandle,
+) -> (&'a Tensor, Option<&'a Arc<LiveTensor>>) {
+    // SAFETY: the header is the first field of a live `Tensor` (`#[repr(C)]`; the caller's
+    // contract). Only `&self` methods exist, so a shared borrow aliases nothing.
+    let tensor = unsafe { &*(handle as *const Tensor) };
+    // SAFETY: only `close` writes the cell, from JavaScript, and no JavaScript runs during the
+    // consumer's extraction, which is as long as the result is used.
+    let shared = unsafe { tensor.shared.try_borrow_unguarded() }
+        .ok()
+        .and_then(Option::as_ref)
+        .filter(|shared| {
+            shared
+                .js_memory()
+                .is_none_or(|memory| memory.is_usable_on_this_thread())
+        });
+    (tensor, shared)
+}
+
 /// The protocol's `export`: a new managed tensor over the tensor, for another addon's argument
-/// (NULL if the tensor is closed or its memory gone: a detached buffer, an exited worker).
+/// kept beyond its call (NULL if the tensor is closed or its memory gone).
 unsafe extern "C" fn export_for_addon(
     handle: *const TensorHandle,
 ) -> *mut DLManagedTensorVersioned {
-    // SAFETY: consumers call `export` with the address of the header it sits in, which is the
-    // first field of a live `Tensor` (`#[repr(C)]`): the object that wraps it is an argument of
-    // their running call. Only `&self` methods exist, so a shared borrow aliases nothing.
-    let tensor = unsafe { &*(handle as *const Tensor) };
-    let Ok(shared) = tensor.shared() else {
-        return std::ptr::null_mut();
-    };
-    if let Some(memory) = shared.js_memory() {
-        if !memory.is_usable_on_this_thread() {
-            return std::ptr::null_mut();
-        }
+    // SAFETY: the protocol calls `export` with the header of a live `Tensor`.
+    match unsafe { usable_tensor(handle) } {
+        (_, Some(shared)) => pointer_io::export_for_addon(shared).as_ptr(),
+        (_, None) => std::ptr::null_mut(),
     }
-    pointer_io::export_for_call(&shared).as_ptr()
+}
+
+/// The protocol's `lend`: the tensor's description, for another addon's argument during its call
+/// (NULL if the tensor is closed or its memory gone). Allocates nothing after the first loan.
+unsafe extern "C" fn lend_for_addon(
+    handle: *const TensorHandle,
+) -> *const DLManagedTensorVersioned {
+    // SAFETY: the protocol calls `lend` with the header of a live `Tensor`.
+    match unsafe { usable_tensor(handle) } {
+        // The loan points into the tensor that `shared` holds until `close`, after which no
+        // loan is handed out.
+        (tensor, Some(shared)) => tensor
+            .loan
+            .get_or_init(|| TensorLoan::new(&shared.view()))
+            .as_ptr(),
+        (_, None) => std::ptr::null(),
+    }
 }
 
 #[napi]

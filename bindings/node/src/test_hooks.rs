@@ -9,6 +9,7 @@ use crate::arguments::Options;
 use crate::env_context::EnvContext;
 use crate::errors::OrThrow;
 use crate::pointer_io;
+use crate::resource_counts::ADDON_EXPORTS;
 use crate::tensor::Tensor;
 use dlbridge_napi::node_api::Scope;
 
@@ -42,4 +43,12 @@ pub fn export_anonymous(
     })
     .map(|(address, _, _)| BigInt::from(address as u64))
     .or_throw(env)
+}
+
+/// How many exports other addons asked of this package's tensors through the tensor-object
+/// protocol (arguments kept beyond their call) since the process started: arguments lent for
+/// a call make none.
+#[napi(namespace = "_testHooks")]
+pub fn addon_exports() -> i64 {
+    ADDON_EXPORTS.get()
 }

@@ -11,8 +11,8 @@ use dlbridge::borrow_registry::RangeBorrow;
 use dlbridge::fixed_ndim::{Ndim, NdimDim, NdimDimension};
 use dlbridge::layout;
 use dlbridge::{
-    indefinite_article, ArgumentSpec, AsTensorView, DataType, Device, Element, Flags,
-    ManagedTensor, Tensor, TensorView, UnmetRequirement,
+    indefinite_article, ArgumentSpec, DataType, Device, Element, Flags, Tensor, TensorView,
+    UnmetRequirement,
 };
 use napi::bindgen_prelude::{
     FromNapiValue, JsValue, TypeName, Unknown, ValidateNapiValue, ValueType,
@@ -23,13 +23,13 @@ use ndarray::{ArrayView, ArrayViewMut};
 use crate::error::{Error, Result};
 use crate::js_values::describe;
 use crate::node_api::{Handle, Scope, TypedArrayInfo};
-use crate::tensor_handle::import_tensor_object;
+use crate::tensor_handle::{take_tensor_object, TakenTensor};
 use crate::typed_arrays::{js_layout, ArrayKind};
 
 pub use dlbridge::argument_spec::ANY_NDIM;
 
 /// Where an argument's memory comes from.
-enum Source {
+enum Source<'env> {
     /// A typed array's own memory, borrowed for the call.
     Array {
         data: *mut u8,
@@ -40,8 +40,9 @@ enum Source {
         /// `[shape, stride]` of the 1-d tensor.
         dims: [i64; 2],
     },
-    /// A dlbridge tensor object's export (its deleter runs when the argument drops).
-    Tensor(ManagedTensor),
+    /// A dlbridge tensor object's tensor, lent for the call (or, from a producer of the
+    /// protocol's version 1, exported: its deleter runs when the argument drops).
+    Tensor(TakenTensor<'env>),
 }
 
 /// A tensor argument of any dtype, device and layout, borrowed for the duration of a call:
@@ -67,7 +68,7 @@ enum Source {
 /// ```
 pub struct JsTensor<'env> {
     scope: Scope<'env>,
-    source: Source,
+    source: Source<'env>,
     /// The borrow of the memory's byte range, for the argument's life (see
     /// `dlbridge::borrow_registry`).
     borrow: Option<RangeBorrow>,
@@ -96,8 +97,8 @@ impl<'env> JsTensor<'env> {
                 *data as usize,
                 *data as usize + length * kind.element_size(),
             ),
-            Source::Tensor(managed) => {
-                let view = managed.view();
+            Source::Tensor(taken) => {
+                let view = taken.view();
                 if !view.device().kind.is_host_accessible() {
                     return Ok(());
                 }
@@ -130,8 +131,8 @@ impl<'env> JsTensor<'env> {
     fn import(value: Handle<'env>, want: Option<DataType>) -> Result<Self> {
         let source = match typed_array(value, want) {
             Some(source) => source,
-            None => match import_tensor_object(value)? {
-                Some(managed) => Source::Tensor(managed),
+            None => match take_tensor_object(value)? {
+                Some(taken) => Source::Tensor(taken),
                 None => {
                     return Err(Error::type_error(
                         "ERR_DLBRIDGE_INVALID_ARGUMENT",
@@ -170,7 +171,7 @@ impl<'env> JsTensor<'env> {
                     )
                 }
             }
-            Source::Tensor(managed) => managed.view(),
+            Source::Tensor(taken) => taken.view(),
         }
     }
 
@@ -225,14 +226,17 @@ impl<'env> JsTensor<'env> {
         self.view().data_ptr()
     }
 
-    /// The argument as an owned, `Send` [`Tensor`] that keeps the memory alive after the call
-    /// (the producer's deleter runs when it drops, on any thread), for tensor objects; a
-    /// `TypeError` for typed arrays, whose memory JavaScript owns and may reuse once the call
-    /// returns.
+    /// The argument as an owned, `Send` [`Tensor`] that keeps the memory alive after the call,
+    /// for tensor objects: a DLPack export of the tensor the call borrowed (the producer's
+    /// deleter runs when it drops, on any thread); a `TypeError` for typed arrays, whose memory
+    /// JavaScript owns and may reuse once the call returns.
     pub fn into_tensor(self) -> napi::Result<Tensor> {
         drop(self.borrow);
         match self.source {
-            Source::Tensor(managed) => Ok(Tensor::from_managed(managed)),
+            Source::Tensor(taken) => taken
+                .into_owned()
+                .map(Tensor::from_managed)
+                .map_err(|err| err.to_napi_in(self.scope)),
             Source::Array { kind, length, .. } => {
                 let err = Error::type_error(
                     "ERR_DLBRIDGE_INVALID_ARGUMENT",
@@ -280,7 +284,7 @@ impl<'env> JsTensor<'env> {
 
 /// The typed array `value` as a source, or `None` if it is not a typed array.
 #[inline]
-fn typed_array(value: Handle<'_>, want: Option<DataType>) -> Option<Source> {
+fn typed_array(value: Handle<'_>, want: Option<DataType>) -> Option<Source<'static>> {
     // One Node-API call. Float16Array (Node 24+) and later kinds have no class of ours: read as
     // not a tensor.
     let TypedArrayInfo {

@@ -88,6 +88,7 @@ mod error;
 mod js_values;
 pub mod node_api;
 pub mod tensor_handle;
+mod tensor_loan;
 mod tensor_object;
 mod typed_array_export;
 pub mod typed_arrays;
@@ -96,8 +97,9 @@ pub use arguments::{JsTensor, JsTensorMut, JsTensorRef, ANY_NDIM};
 pub use error::{Error, ErrorClass, Result};
 pub use js_values::{describe, describe_value};
 pub use tensor_handle::{
-    TensorHandle, TensorPrototypeHandle, TENSOR_OBJECT_TYPE_TAG, TENSOR_PROTOTYPE_TYPE_TAG,
-    TENSOR_TYPE_TAG,
+    TensorHandle, TensorPrototypeHandle, TENSOR_HANDLE_VERSION, TENSOR_OBJECT_TYPE_TAG,
+    TENSOR_PROTOTYPE_TYPE_TAG, TENSOR_TYPE_TAG,
 };
+pub use tensor_loan::TensorLoan;
 pub use tensor_object::{live_tensor_objects, TensorObject};
 pub use typed_array_export::{live_external_buffers, TypedArrayExport};

@@ -7,13 +7,14 @@ use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
 
 use dlbridge::ffi::DLManagedTensorVersioned;
-use dlbridge::{export, Flags, Tensor};
+use dlbridge::{export, AsTensorView, Flags, Tensor};
 use napi::bindgen_prelude::{ToNapiValue, TypeName, ValueType};
 use napi::sys;
 
 use crate::error::{Error, Result};
 use crate::node_api::{RawEnv, RawValue, Scope};
 use crate::tensor_handle::{TensorHandle, TENSOR_OBJECT_TYPE_TAG};
+use crate::tensor_loan::TensorLoan;
 
 /// Tensor objects made by [`TensorObject`] whose finalizer has not run yet.
 static LIVE_TENSOR_OBJECTS: AtomicI64 = AtomicI64::new(0);
@@ -66,9 +67,11 @@ impl TensorObject {
     /// The JS object.
     fn into_object(self, scope: Scope<'_>) -> Result<RawValue> {
         let object = scope.object()?;
+        let tensor = Arc::new(self.0);
         let held = Box::into_raw(Box::new(HeldTensor {
-            handle: TensorHandle::new(export_held),
-            tensor: Arc::new(self.0),
+            handle: TensorHandle::new(export_held, lend_held),
+            loan: TensorLoan::new(&tensor.view()),
+            tensor,
         }));
         // SAFETY: a new object of this env, wrapped once; Node calls `release_held` with `held`
         // when it collects the object, and not at all if wrapping fails.
@@ -97,10 +100,12 @@ impl From<Tensor> for TensorObject {
 }
 
 /// What a tensor object wraps: the protocol header first (`#[repr(C)]`), then the tensor,
-/// shared with its exports.
+/// shared with its exports, and its loan.
 #[repr(C)]
 struct HeldTensor {
     handle: TensorHandle,
+    /// Describes `tensor`, whose metadata and memory live as long as this struct.
+    loan: TensorLoan,
     tensor: Arc<Tensor>,
 }
 
@@ -110,6 +115,13 @@ unsafe extern "C" fn export_held(handle: *const TensorHandle) -> *mut DLManagedT
     // (`#[repr(C)]`) wrapped by an object of their running call.
     let held = unsafe { &*(handle as *const HeldTensor) };
     export::to_versioned(held.tensor.clone(), Flags::empty()).as_ptr()
+}
+
+/// The protocol's `lend`: the tensor's loan.
+unsafe extern "C" fn lend_held(handle: *const TensorHandle) -> *const DLManagedTensorVersioned {
+    // SAFETY: as in `export_held`.
+    let held = unsafe { &*(handle as *const HeldTensor) };
+    held.loan.as_ptr()
 }
 
 /// Finalizer of tensor objects: drops this object's share of the tensor.

@@ -277,6 +277,55 @@ test('a Tensor over JS memory crosses as its native twin, made once and released
   assert.deepEqual(counts(), before);
 });
 
+test('a Tensor argument is lent for the call, and exported only to be kept beyond it', async () => {
+  await collect();
+  const before = counts();
+  const exportsBefore = dlbridge._testHooks.addonExports();
+  (() => {
+    const array = new Float32Array([1, 2, 3]);
+    const overJs = dlbridge.fromTypedArray(array);
+    const native = dlbridge.arange(3, 'float32');
+    const object = tensorops.grid(2, 3);
+    for (let i = 0; i < 100; i++) {
+      assert.equal(tensorops.sum(overJs), 6);
+      assert.equal(tensorops.sum(native), 3);
+      assert.equal(tensorops.sum(object), 36);
+    }
+    tensorops.scale_(overJs, 2);
+    assert.deepEqual([...array], [2, 4, 6]);
+    assert.equal(tensorops.dataPtr(overJs), dlbridge.addressOf(array));
+    assert.equal(tensorops.dataPtr(native), native.dataPtr);
+    assert.equal(dlbridge._testHooks.addonExports(), exportsBefore, 'no export for a call');
+    assert.equal(dlbridge.diagnostics().liveTensors, before.liveTensors + 2, 'the twin and arange');
+
+    const kept = dlbridge.fromTensorObject(overJs);
+    assert.equal(dlbridge._testHooks.addonExports(), exportsBefore + 1);
+    assert.equal(dlbridge.diagnostics().pendingExports, before.pendingExports + 1);
+    assert.equal(kept.dataPtr, dlbridge.addressOf(array));
+    overJs.close();
+    assert.deepEqual([...kept.toTypedArray({ copy: true })], [2, 4, 6], 'the export holds the memory');
+    kept.close();
+    assert.equal(dlbridge.diagnostics().pendingExports, before.pendingExports);
+  })();
+  await collect();
+  assert.deepEqual(counts(), before);
+});
+
+test('a lent Tensor whose buffer was detached since its first crossing is refused', () => {
+  // WebAssembly.Memory#grow detaches the old buffer whatever its marks say.
+  const memory = new WebAssembly.Memory({ initial: 1 });
+  const overJs = dlbridge.fromTypedArray(new Float32Array(memory.buffer, 0, 4));
+  const native = dlbridge.importPointer(overJs.exportPointer());
+  overJs.set(0, 5);
+  assert.equal(tensorops.sum(overJs), 5);
+  assert.equal(tensorops.sum(native), 5);
+  memory.grow(1);
+  for (const t of [overJs, native]) {
+    assertThrows(() => tensorops.sum(t), Error, 'ERR_DLBRIDGE_MEMORY_GONE', /detached buffer/);
+    assertThrows(() => tensorops.scale_(t, 2), Error, 'ERR_DLBRIDGE_MEMORY_GONE', /memory is gone/);
+  }
+});
+
 test('lookalikes of a Tensor over JS memory are refused without running their code', () => {
   const real = dlbridge.fromTypedArray(new Float32Array([1, 2]));
   const prototype = Object.getPrototypeOf(real);
