@@ -156,7 +156,7 @@ unsafe extern "C" fn managed_tensor_from_py_object(
             let obj = Borrowed::from_ptr(py, py_object.cast::<ffi::PyObject>());
             let tensor = TensorRef::cast(obj)?;
             order_default_stream(tensor)?;
-            *out = lend_versioned(tensor)?.as_ptr();
+            *out = lend_versioned(tensor, &tensor.view())?.as_ptr();
             Ok(())
         })
     }

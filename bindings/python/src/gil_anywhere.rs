@@ -1,21 +1,29 @@
 //! [`with_gil_anywhere`]: running code that needs the GIL from any thread, at any point of the
 //! interpreter's life (a tensor's memory released by a deleter a foreign thread calls).
 
-use dlbridge_pyo3::ffi::{gil_state_check, is_finalizing};
+use dlbridge_pyo3::ffi::{current_thread_state, gil_state_check, is_finalizing};
 use pyo3::ffi;
 
 /// Whether this thread holds the GIL of a live interpreter: it has a thread state registered
-/// for the GIL-state API and `PyGILState_Check` (`false` when the interpreter does not export it)
-/// confirms it is the current one. Safe before initialisation and after finalisation, when no
-/// thread state is registered (`PyGILState_Check` alone answers 1 then); true for the thread
-/// running the finalisation.
+/// for the GIL-state API, and that state is the current one (read directly where the interpreter
+/// exports the current state, else confirmed by `PyGILState_Check`; `false` when it exports
+/// neither). Safe before initialisation and after finalisation, when no thread state is
+/// registered (`PyGILState_Check` alone answers 1 then); true for the thread running the
+/// finalisation.
 fn holds_gil() -> bool {
-    // SAFETY: both are queries without preconditions; `PyGILState_GetThisThreadState` returns
-    // NULL whenever the GIL-state machinery is not (or no longer) set up, and only then is
-    // `PyGILState_Check` skipped.
-    gil_state_check().is_some_and(|check| unsafe {
-        !ffi::PyGILState_GetThisThreadState().is_null() && check() == 1
-    })
+    // SAFETY: all are queries without preconditions; `PyGILState_GetThisThreadState` returns
+    // NULL whenever the GIL-state machinery is not (or no longer) set up, and only then are the
+    // others skipped.
+    unsafe {
+        let this = ffi::PyGILState_GetThisThreadState();
+        if this.is_null() {
+            return false;
+        }
+        match current_thread_state() {
+            Some(current) => current() == this,
+            None => gil_state_check().is_some_and(|check| check() == 1),
+        }
+    }
 }
 
 /// Whether the interpreter is shutting down; `false` when it does not say.

@@ -1,10 +1,12 @@
 //! Producer side: `Tensor.__dlpack__` with the array API's exact semantics, and the zero-copy
 //! exports it and the exchange API hand out.
 
+use std::ffi::c_void;
 use std::ptr::{self, NonNull};
+use std::sync::atomic::{AtomicPtr, Ordering};
 
 use dlbridge::ffi::{DLManagedTensor, DLManagedTensorVersioned, DLPackVersion, DLTensor};
-use dlbridge::{export, Device, Flags, Order};
+use dlbridge::{export, Device, Flags, Order, TensorView};
 use pyo3::exceptions::PyMemoryError;
 use pyo3::ffi;
 use pyo3::prelude::*;
@@ -32,8 +34,7 @@ struct LentBlock<M> {
 
 /// The `DLTensor` of a lent export. Flags are the tensor's minus IS_COPIED, which says how the
 /// tensor was made; the export itself copies nothing.
-fn lent_tensor(tensor: TensorRef<'_, '_>) -> (DLTensor, Flags) {
-    let v = tensor.view();
+fn lent_tensor(v: &TensorView<'_>) -> (DLTensor, Flags) {
     let ndim = v.ndim();
     let dims = |d: &[i64]| {
         if ndim == 0 {
@@ -58,18 +59,40 @@ fn lent_tensor(tensor: TensorRef<'_, '_>) -> (DLTensor, Flags) {
     (tensor, v.flags() - Flags::IS_COPIED)
 }
 
-/// Places a lent export's block in Python's allocator (fast for small blocks; freed by the
-/// deleter under the GIL) together with a new reference to `obj`.
+/// Size of every lent block, versioned or legacy, so that a freed block can serve either.
+const BLOCK_SIZE: usize = {
+    let versioned = std::mem::size_of::<LentBlock<DLManagedTensorVersioned>>();
+    let legacy = std::mem::size_of::<LentBlock<DLManagedTensor>>();
+    if versioned > legacy {
+        versioned
+    } else {
+        legacy
+    }
+};
+
+/// The block of the last export deleted, kept for the next one: exports are mostly made and
+/// deleted one at a time (`np.from_dlpack(t)`), and a block reused skips Python's allocator both
+/// ways. Only touched with the GIL held (the atomic is for `static`, not for ordering).
+static SPARE_BLOCK: AtomicPtr<c_void> = AtomicPtr::new(ptr::null_mut());
+
+/// Places a lent export's block (the spare one, else a new one in Python's allocator, which is
+/// fast for small blocks; given back by the deleter under the GIL) together with a new reference
+/// to `obj`.
 fn lend<M>(tensor: TensorRef<'_, '_>, managed: M) -> PyResult<NonNull<M>> {
-    let size = std::mem::size_of::<LentBlock<M>>();
-    // SAFETY: the GIL is held (a bound object is at hand); the block is initialised right away.
-    let block = unsafe { ffi::PyMem_Malloc(size) }.cast::<LentBlock<M>>();
-    let Some(block) = NonNull::new(block) else {
+    const { assert!(std::mem::size_of::<LentBlock<M>>() <= BLOCK_SIZE) };
+    let spare = SPARE_BLOCK.swap(ptr::null_mut(), Ordering::Relaxed);
+    let block = if spare.is_null() {
+        // SAFETY: the GIL is held (a bound object is at hand); the block is initialised below.
+        unsafe { ffi::PyMem_Malloc(BLOCK_SIZE) }
+    } else {
+        spare
+    };
+    let Some(block) = NonNull::new(block.cast::<LentBlock<M>>()) else {
         return Err(PyMemoryError::new_err(format!(
-            "cannot allocate {size} bytes"
+            "cannot allocate {BLOCK_SIZE} bytes"
         )));
     };
-    // SAFETY: a fresh allocation of the right size; PyMem_Malloc aligns to 16 bytes.
+    // SAFETY: an unused block of BLOCK_SIZE bytes; PyMem_Malloc aligns to 16 bytes.
     unsafe {
         block.as_ptr().write(LentBlock {
             managed,
@@ -81,28 +104,34 @@ fn lend<M>(tensor: TensorRef<'_, '_>, managed: M) -> PyResult<NonNull<M>> {
     Ok(block.cast())
 }
 
-/// Releases a lent block: drops the reference and frees the block, with the GIL held whatever
-/// thread the consumer's deleter runs on (see [`with_gil_anywhere`]; both leak at shutdown).
+/// Releases a lent block: drops the reference and keeps the block as the spare one (freeing the
+/// spare it replaces), with the GIL held whatever thread the consumer's deleter runs on (see
+/// [`with_gil_anywhere`]; both leak at shutdown).
 ///
 /// # Safety
 /// `block` was made by [`lend`] with the same `M` and is released once.
 unsafe fn release_lent<M>(block: *mut LentBlock<M>) {
     with_gil_anywhere(|| {
-        // SAFETY: per the contract; the GIL is held, as PyMem_Free and Py_DecRef need.
+        // SAFETY: per the contract; the GIL is held, as PyMem_Free and Py_DecRef need. The block
+        // holds nothing else to drop (a managed struct of plain data).
         unsafe {
             ffi::Py_DecRef((*block).owner);
-            ffi::PyMem_Free(block.cast());
+            let replaced = SPARE_BLOCK.swap(block.cast(), Ordering::Relaxed);
+            if !replaced.is_null() {
+                ffi::PyMem_Free(replaced);
+            }
         }
         // SAFETY: the GIL is held here (`with_gil_anywhere` runs this only then).
         Live::Lent.died(unsafe { Python::assume_attached() });
     });
 }
 
-/// A zero-copy versioned (1.3) export of a tensor object.
+/// A zero-copy versioned (1.3) export of a tensor object (`view` is its view).
 pub(crate) fn lend_versioned(
     tensor: TensorRef<'_, '_>,
+    view: &TensorView<'_>,
 ) -> PyResult<NonNull<DLManagedTensorVersioned>> {
-    let (dl_tensor, flags) = lent_tensor(tensor);
+    let (dl_tensor, flags) = lent_tensor(view);
     lend(
         tensor,
         DLManagedTensorVersioned {
@@ -116,9 +145,12 @@ pub(crate) fn lend_versioned(
 }
 
 /// A zero-copy legacy export of a tensor object; read-only tensors are refused (the legacy struct
-/// cannot say "read-only").
-fn lend_legacy(tensor: TensorRef<'_, '_>) -> PyResult<NonNull<DLManagedTensor>> {
-    let (dl_tensor, flags) = lent_tensor(tensor);
+/// cannot say "read-only"); `view` is its view.
+fn lend_legacy(
+    tensor: TensorRef<'_, '_>,
+    view: &TensorView<'_>,
+) -> PyResult<NonNull<DLManagedTensor>> {
+    let (dl_tensor, flags) = lent_tensor(view);
     if flags.contains(Flags::READ_ONLY) {
         return Err(buffer_error(
             "a read-only tensor cannot be exported as a legacy (unversioned) DLPack capsule, \
@@ -201,11 +233,12 @@ fn export_request<'a, 'py>(
 fn dlpack<'py>(
     py: Python<'py>,
     tensor: TensorRef<'_, 'py>,
+    view: &TensorView<'_>,
     request: ExportRequest<'_, 'py>,
 ) -> PyResult<Bound<'py, PyAny>> {
     order_after_producer(tensor, &request.stream)?;
     let export = if request.copy == Some(true) {
-        let copied = tensor.view().to_contiguous(Order::C).map_err(to_py_err)?;
+        let copied = view.to_contiguous(Order::C).map_err(to_py_err)?;
         let copied = CountedExport::new(copied);
         if request.versioned {
             Export::Versioned(export::to_versioned(copied, Flags::empty()))
@@ -213,9 +246,9 @@ fn dlpack<'py>(
             Export::Legacy(export::to_legacy(copied, false).map_err(to_py_err)?)
         }
     } else if request.versioned {
-        Export::Versioned(lend_versioned(tensor)?)
+        Export::Versioned(lend_versioned(tensor, view)?)
     } else {
-        Export::Legacy(lend_legacy(tensor)?)
+        Export::Legacy(lend_legacy(tensor, view)?)
     };
     into_capsule(py, export)
 }
@@ -261,9 +294,9 @@ unsafe extern "C" fn dlpack_entry(
                 &DLPACK_KEYWORDS,
             )?;
             let tensor = TensorRef::cast(Borrowed::from_ptr(py, slf))?;
-            let device = tensor.view().device();
-            let request = export_request(device, stream, max_version, dl_device, copy)?;
-            dlpack(py, tensor, request)
+            let view = tensor.view();
+            let request = export_request(view.device(), stream, max_version, dl_device, copy)?;
+            dlpack(py, tensor, &view, request)
         })
     }
 }

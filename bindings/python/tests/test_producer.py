@@ -138,6 +138,23 @@ def test_consumed_capsule_hands_the_reference_to_the_consumer():
     assert sys.getrefcount(t) == start
 
 
+def test_interleaved_versioned_and_legacy_exports_each_keep_their_own_layout():
+    a, b = dlbridge.arange(6).copy(), dlbridge.from_dlpack(np.arange(12.0).reshape(3, 4)[:, ::2])
+    before = dlbridge.diagnostics()["exports"]
+    first = np.from_dlpack(a)
+    legacy = np.from_dlpack(Producer(lambda **kw: b.__dlpack__()))
+    del first  # its export's block is kept for the next export
+    second = np.from_dlpack(b)
+    third = np.from_dlpack(a)
+    assert dlbridge.diagnostics()["exports"] == before + 3
+    assert legacy.tolist() == second.tolist() == [[0.0, 2.0], [4.0, 6.0], [8.0, 10.0]]
+    assert second.strides == legacy.strides == (32, 16) and np_ptr(second) == b.data_ptr
+    assert third.tolist() == list(range(6)) and np_ptr(third) == a.data_ptr
+    del legacy, second, third
+    gc.collect()
+    assert dlbridge.diagnostics()["exports"] == before
+
+
 def _export_then_raise(max_version):
     t = dlbridge.arange(5)
     _ = t.__dlpack__(max_version=max_version)
