@@ -45,14 +45,18 @@
 //!   `dlbridge` package's `fromTypedArray(a, {dtype})`.
 //! - A `Tensor` of the `dlbridge` package (any shape, strides, offset, read-only flag), or any
 //!   object following the [tensor-object protocol](tensor_handle): recognised by a Node-API
-//!   type tag that JavaScript cannot forge, and imported through a DLPack export that the
-//!   core validates; its deleter runs when the argument drops. A `Tensor` over JS memory, a
-//!   plain JavaScript object until then, gets that tag at its first crossing, from the hook its
-//!   tagged prototype holds.
+//!   type tag that JavaScript cannot forge, and lent for the call: a DLPack description its
+//!   producer owns ([`TensorLoan`]), which the core validates as any import; nothing is
+//!   allocated and no deleter runs. [`JsTensor::into_tensor`] exports it to keep it beyond the
+//!   call. A `Tensor` over JS memory, a plain JavaScript object until then, gets that tag at its
+//!   first crossing, from the hook its tagged prototype holds.
 //!
 //! Extraction runs none of the caller's JavaScript (no property read, no getter; the first
-//! crossing of a `Tensor` over JS memory runs the `dlbridge` package's own code), costs one
-//! Node-API call for a typed array and never copies.
+//! crossing of a `Tensor` over JS memory runs the `dlbridge` package's own code) and never
+//! copies. A typed array costs one Node-API call. A tensor object costs a type-tag check and an
+//! unwrap (two private-property lookups in V8) the first time; each thread remembers the last
+//! four it took, by a weak reference, so that a tensor passed again costs one identity
+//! comparison, then the loan and its validation.
 //!
 //! ## What the borrow relies on
 //! The memory stays valid because the JS value that owns it (the typed array, the `Tensor`) is
@@ -87,6 +91,7 @@ mod arguments;
 mod error;
 mod js_values;
 pub mod node_api;
+mod recent_objects;
 pub mod tensor_handle;
 mod tensor_loan;
 mod tensor_object;

@@ -49,6 +49,7 @@ use napi::bindgen_prelude::type_tag_from_ident;
 
 use crate::error::{Error, Result};
 use crate::node_api::{Handle, JsType, ObjectTag};
+use crate::recent_objects;
 
 /// The Node-API type tag of dlbridge tensor objects: the napi-rs class tag of the `dlbridge`
 /// package's `Tensor` (its salt, module path and class name, hashed by napi-rs).
@@ -286,19 +287,20 @@ impl TakenTensor<'_> {
 /// when the tag is there but the header is not one this crate reads, the memory is gone, or the
 /// tensor fails validation.
 pub(crate) fn take_tensor_object<'env>(value: Handle<'env>) -> Result<Option<TakenTensor<'env>>> {
-    if !value.has_either_type_tag(&TENSOR_TYPE_TAG, &TENSOR_OBJECT_TYPE_TAG)
-        && !attach_through_prototype(value)?
-    {
-        return Ok(None);
-    }
-    // Reading the wrapped pointer runs no JavaScript.
-    let handle = value
-        .unwrap_raw()
-        .and_then(|wrapped| NonNull::new(wrapped.cast::<TensorHandle>()))
-        .ok_or_else(|| bad_handle("it wraps no native tensor"))?;
+    let handle = match recent_objects::find(value) {
+        Some(handle) => handle,
+        None => match tensor_object_header(value)? {
+            Some(handle) => {
+                recent_objects::remember(value, handle);
+                handle
+            }
+            None => return Ok(None),
+        },
+    };
     // SAFETY: the tag is set only by native code that follows the protocol, so the wrapped
-    // pointer is a live header owned by the object, which is a value of the current call and so
-    // outlives this function; the header is read-only after construction.
+    // pointer (found now, or when the same object was taken last) is a live header owned by the
+    // object, which is a value of the current call and so outlives this function; the header
+    // is read-only after construction.
     match unsafe { taking(handle) }? {
         Taking::Lend(lend) => {
             // SAFETY: as above, and `taking` found version 2's layout, so the whole header may
@@ -323,6 +325,22 @@ pub(crate) fn take_tensor_object<'env>(value: Handle<'env>) -> Result<Option<Tak
             lender: None,
         })),
     }
+}
+
+/// The header a tensor object wraps (`None` when `value` is not one): its tag checked, or, for
+/// an object of a tagged prototype, attached first.
+fn tensor_object_header(value: Handle<'_>) -> Result<Option<NonNull<TensorHandle>>> {
+    if !value.has_either_type_tag(&TENSOR_TYPE_TAG, &TENSOR_OBJECT_TYPE_TAG)
+        && !attach_through_prototype(value)?
+    {
+        return Ok(None);
+    }
+    // Reading the wrapped pointer runs no JavaScript.
+    let handle = value
+        .unwrap_raw()
+        .and_then(|wrapped| NonNull::new(wrapped.cast::<TensorHandle>()))
+        .ok_or_else(|| bad_handle("it wraps no native tensor"))?;
+    Ok(Some(handle))
 }
 
 /// Calls `export` on `header` and imports the new managed tensor.

@@ -323,6 +323,7 @@ test('a lent Tensor whose buffer was detached since its first crossing is refuse
   for (const t of [overJs, native]) {
     assertThrows(() => tensorops.sum(t), Error, 'ERR_DLBRIDGE_MEMORY_GONE', /detached buffer/);
     assertThrows(() => tensorops.scale_(t, 2), Error, 'ERR_DLBRIDGE_MEMORY_GONE', /memory is gone/);
+    t.close();
   }
 });
 
@@ -398,10 +399,14 @@ test('a worker thread takes typed arrays and Tensors through its own environment
     parentPort.postMessage({ data: [...data], sum: tensorops.sum(reversed), refused,
       same: tensorops.dataPtr(reversed) === reversed.dataPtr });
   `;
+  // Its exit is awaited too: the worker's tensors are released as its environment goes, which
+  // the next test's counts must not see half done.
   const reply = await new Promise((resolve, reject) => {
     const worker = new Worker(source, { eval: true });
-    worker.once('message', resolve);
+    let message;
+    worker.once('message', (m) => { message = m; });
     worker.once('error', reject);
+    worker.once('exit', () => resolve(message));
   });
   assert.deepEqual(reply, { data: [2, 4, 6, 8], sum: 20, refused: 'ERR_DLBRIDGE_ALIASED', same: true });
 });

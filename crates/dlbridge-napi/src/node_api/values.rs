@@ -262,6 +262,18 @@ impl<'env> Handle<'env> {
         asked.map_or(JsType::Undefined, |()| JsType::from_raw(raw))
     }
 
+    /// `self === other`, without running JavaScript.
+    #[inline]
+    pub fn strict_equals(self, other: Handle<'env>) -> bool {
+        let mut equal = false;
+        let asked = check(
+            // SAFETY: live env and values of it, valid out-pointer.
+            unsafe { sys::napi_strict_equals(self.env, self.value, other.value, &mut equal) },
+            "napi_strict_equals",
+        );
+        asked.is_ok() && equal
+    }
+
     /// Whether this is `undefined` or `null`.
     pub fn is_nullish(self) -> bool {
         matches!(self.js_type(), JsType::Undefined | JsType::Null)
