@@ -72,7 +72,7 @@ const BLOCK_SIZE: usize = {
 
 /// The block of the last export deleted, kept for the next one: exports are mostly made and
 /// deleted one at a time (`np.from_dlpack(t)`), and a block reused skips Python's allocator both
-/// ways. Only touched with the GIL held (the atomic is for `static`, not for ordering).
+/// ways. Only touched with the GIL held, which orders every access (the atomic is for `static`).
 static SPARE_BLOCK: AtomicPtr<c_void> = AtomicPtr::new(ptr::null_mut());
 
 /// Places a lent export's block (the spare one, else a new one in Python's allocator, which is
@@ -80,11 +80,13 @@ static SPARE_BLOCK: AtomicPtr<c_void> = AtomicPtr::new(ptr::null_mut());
 /// to `obj`.
 fn lend<M>(tensor: TensorRef<'_, '_>, managed: M) -> PyResult<NonNull<M>> {
     const { assert!(std::mem::size_of::<LentBlock<M>>() <= BLOCK_SIZE) };
-    let spare = SPARE_BLOCK.swap(ptr::null_mut(), Ordering::Relaxed);
+    // Plain loads and stores (no `swap`, a locked instruction): the GIL orders every access.
+    let spare = SPARE_BLOCK.load(Ordering::Relaxed);
     let block = if spare.is_null() {
         // SAFETY: the GIL is held (a bound object is at hand); the block is initialised below.
         unsafe { ffi::PyMem_Malloc(BLOCK_SIZE) }
     } else {
+        SPARE_BLOCK.store(ptr::null_mut(), Ordering::Relaxed);
         spare
     };
     let Some(block) = NonNull::new(block.cast::<LentBlock<M>>()) else {
@@ -116,7 +118,8 @@ unsafe fn release_lent<M>(block: *mut LentBlock<M>) {
         // holds nothing else to drop (a managed struct of plain data).
         unsafe {
             ffi::Py_DecRef((*block).owner);
-            let replaced = SPARE_BLOCK.swap(block.cast(), Ordering::Relaxed);
+            let replaced = SPARE_BLOCK.load(Ordering::Relaxed);
+            SPARE_BLOCK.store(block.cast(), Ordering::Relaxed);
             if !replaced.is_null() {
                 ffi::PyMem_Free(replaced);
             }
