@@ -11,7 +11,8 @@ export DLBRIDGE_LIB=$TARGET_DIR/release/libdlbridge.so
 python_venv=$(ensure_venv python-test "$REPO_ROOT/requirements/python-test.txt")
 use_overlay
 log "Python: bindings/python/bench/bench_dlpack.py"
-"$python_venv/bin/python" bindings/python/bench/bench_dlpack.py --write
+# 40 rounds: the best of fewer is still noisy on a shared 2-core machine.
+"$python_venv/bin/python" bindings/python/bench/bench_dlpack.py --rounds 40 --write
 
 engines_venv=$(ensure_venv engines "$REPO_ROOT/requirements/engines.txt")
 log "Python: bindings/python/bench/bench_engines.py (Ray)"
