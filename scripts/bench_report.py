@@ -7,6 +7,7 @@ markers, so every benchmark script rewrites only its own; the other benchmark sc
 `replace_section` from here.
 """
 
+import argparse
 import json
 import pathlib
 import platform
@@ -92,6 +93,70 @@ def replace_section(name: str, body: str) -> None:
     pattern = re.compile(re.escape(begin) + ".*?" + re.escape(end), re.S)
     text = pattern.sub(lambda _: block, text) if pattern.search(text) else text.rstrip() + "\n\n" + block + "\n"
     DOC.write_text(text)
+
+
+Case = tuple[str, str, str]
+"""A per-call case: its key, the statement timed, and its row label."""
+
+
+def best_ns_per_call(cases: list[Case], rounds: int, number: int, namespace: dict) -> dict:
+    """Nanoseconds per call of each case's statement (run in `namespace`), timed interleaved round
+    by round in this process (background load hits every case alike), best round counting."""
+    timers = {key: timeit.Timer(stmt, globals=namespace) for key, stmt, _ in cases}
+    for timer in timers.values():  # warm up caches and allocator pools
+        timer.timeit(number // 10 or 1)
+    best = {key: float("inf") for key in timers}
+    for _ in range(rounds):
+        for key, timer in timers.items():
+            best[key] = min(best[key], timer.timeit(number) / number * 1e9)
+    return best
+
+
+def cpu_model() -> str:
+    """The processor's model name (from /proc/cpuinfo where there is one)."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            return next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
+    except (OSError, StopIteration):
+        return platform.processor() or platform.machine()
+
+
+def per_call_table(cases: list[Case], best: dict, base: str, base_label: str) -> list[str]:
+    """A table of each case's time per call and its ratio to case `base`."""
+    lines = ["| operation | ns per call | ratio to " + base_label + " |", "|---|---:|---:|"]
+    for key, _, label in cases:
+        lines.append(f"| {label} | {best[key]:.0f} | {best[key] / best[base]:.2f} |")
+    return lines
+
+
+def target_table(targets: list[tuple[str, str, str, str, float]], best: dict) -> list[str]:
+    """A table of targets, each (name, case, baseline case, "<=" or ">=", goal ratio): the ratio
+    measured, the goal and whether it is met."""
+    lines = ["| target | measured | goal | met |", "|---|---:|---:|---|"]
+    for name, num, den, op, goal in targets:
+        ratio = best[num] / best[den]
+        met = ratio <= goal if op == "<=" else ratio >= goal
+        lines.append(f"| {name} | {ratio:.2f}x | {op} {goal}x | {'yes' if met else 'no'} |")
+    return lines
+
+
+def per_call_main(section: str, doc: str, cases: list[Case], base: str, namespace: dict, report) -> None:
+    """The command line of a per-call benchmark (`--rounds`, `--number`, `--write`): measures
+    `cases`, prints `report(best, rounds, number)` and each ratio to case `base` beside the
+    committed one, and with `--write` makes the report section `section` of docs/benchmarks.md."""
+    parser = argparse.ArgumentParser(description=doc.split("\n\n")[0])
+    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--number", type=int, default=20_000)
+    parser.add_argument("--write", action="store_true", help="rewrite docs/benchmarks.md's section")
+    args = parser.parse_args()
+    best = best_ns_per_call(cases, args.rounds, args.number, namespace)
+    body = report(best, args.rounds, args.number)
+    print(body)
+    ratios = {label: best[key] / best[base] for key, _, label in cases if key != base}
+    print("\n".join(compare_with_committed(section, ratios)))
+    if args.write:
+        replace_section(section, body)
+        print(f"wrote the {section} section of docs/benchmarks.md", file=sys.stderr)
 
 
 def numpy_copy_ms() -> dict:

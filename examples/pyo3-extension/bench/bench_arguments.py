@@ -10,11 +10,9 @@ prints each ratio beside the one docs/benchmarks.md holds and names those that g
 ``<!-- end pyo3 -->`` of docs/benchmarks.md; other sections are left alone.
 """
 
-import argparse
 import datetime
 import platform
 import sys
-import timeit
 from pathlib import Path
 
 import jax.numpy as jnp
@@ -24,7 +22,7 @@ import torch
 import tensorops
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "scripts"))
-from bench_report import compare_with_committed, replace_section  # noqa: E402
+from bench_report import cpu_model, per_call_main, per_call_table, target_table  # noqa: E402
 
 a = np.arange(16, dtype=np.float32)
 tt = torch.arange(16, dtype=torch.float32)
@@ -41,30 +39,12 @@ CASES = [
 ]
 
 TARGETS = [
-    ("typed argument (numpy)", "length_np", "np_import", 0.6),
-    ("typed argument (torch)", "length_torch", "np_import", 1.0),
+    ("typed argument (numpy)", "length_np", "np_import", "<=", 0.6),
+    ("typed argument (torch)", "length_torch", "np_import", "<=", 1.0),
 ]
 
 
-def measure(rounds, number):
-    timers = {key: timeit.Timer(stmt, globals=globals()) for key, stmt, _ in CASES}
-    for timer in timers.values():
-        timer.timeit(number // 10 or 1)
-    best = {key: float("inf") for key in timers}
-    for _ in range(rounds):
-        for key, timer in timers.items():
-            best[key] = min(best[key], timer.timeit(number) / number * 1e9)
-    return best
-
-
 def report(best, rounds, number):
-    base = best["np_import"]
-    cpu = platform.processor() or platform.machine()
-    try:
-        with open("/proc/cpuinfo") as f:
-            cpu = next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
-    except (OSError, StopIteration):
-        pass
     lines = [
         "## pyo3 extensions (dlbridge-pyo3)",
         "",
@@ -73,37 +53,15 @@ def report(best, rounds, number):
         f"(best of {rounds} interleaved rounds of {number:,} calls; arrays hold 16 float32). "
         "`tensorops.length` is a `#[pyfunction]` taking one `PyTensorRef<'_, f32>` and returning "
         "its length.",
-        f"Machine: {cpu}; Python {platform.python_version()}, numpy {np.__version__}, "
+        f"Machine: {cpu_model()}; Python {platform.python_version()}, numpy {np.__version__}, "
         f"torch {torch.__version__}.",
         "",
-        "| operation | ns per call | ratio to `np.from_dlpack(np_arr)` |",
-        "|---|---:|---:|",
+        *per_call_table(CASES, best, "np_import", "`np.from_dlpack(np_arr)`"),
+        "",
+        *target_table(TARGETS, best),
     ]
-    for key, _, description in CASES:
-        lines.append(f"| {description} | {best[key]:.0f} | {best[key] / base:.2f} |")
-    lines += ["", "| target | measured | goal | met |", "|---|---:|---:|---|"]
-    for name, num, den, goal in TARGETS:
-        ratio = best[num] / best[den]
-        lines.append(f"| {name} | {ratio:.2f}x | <= {goal}x | {'yes' if ratio <= goal else 'no'} |")
     return "\n".join(lines) + "\n"
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--rounds", type=int, default=7)
-    parser.add_argument("--number", type=int, default=20_000)
-    parser.add_argument("--write", action="store_true", help="rewrite docs/benchmarks.md's section")
-    args = parser.parse_args()
-    best = measure(args.rounds, args.number)
-    section = report(best, args.rounds, args.number)
-    print(section)
-    base = best["np_import"]
-    ratios = {description: best[key] / base for key, _, description in CASES if key != "np_import"}
-    print("\n".join(compare_with_committed("pyo3", ratios)))
-    if args.write:
-        replace_section("pyo3", section)
-        print("wrote the pyo3 section of docs/benchmarks.md", file=sys.stderr)
-
-
 if __name__ == "__main__":
-    main()
+    per_call_main("pyo3", __doc__, CASES, "np_import", globals(), report)
