@@ -8,6 +8,11 @@
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 cd "$REPO_ROOT"
 
+# The Node addon's features in the test build (`test-hooks`: `_testHooks`), shared by libdlbridge's
+# release build and node_addon's (build-addon.js adds `--release -p dlbridge-node`), so that the
+# second finds the addon built.
+NODE_TEST_FEATURES=(--features dlbridge-node/test-hooks)
+
 # The venvs the builds use.
 toolchains() {
   local name
@@ -44,7 +49,7 @@ rust_tests() {
 # compile once.
 libdlbridge() {
   cargo build --locked -p dlbridge-capi
-  cargo build --locked --release -p dlbridge-capi -p dlbridge-node --features dlbridge-node/test-hooks
+  cargo build --locked --release -p dlbridge-capi -p dlbridge-node "${NODE_TEST_FEATURES[@]}"
 }
 
 # The dlbridge wheel with the cargo feature `testing` (`dlbridge._dlbridge._testing`, the suites'
@@ -77,10 +82,10 @@ python_release() {
 }
 
 # The Node package's npm dev dependencies (npm ci, only when the lock or Node changed) and its
-# addon in release mode with the suite's switches (feature `test-hooks`: `_testHooks`).
+# addon in release mode with the suite's switches (NODE_TEST_FEATURES).
 node_addon() {
   npm_ci bindings/node
-  (cd bindings/node && node build-addon.js -- --locked --features test-hooks)
+  (cd bindings/node && node build-addon.js -- --locked "${NODE_TEST_FEATURES[@]}")
 }
 
 napi_example() { (cd examples/napi-addon && node build-addon.js -- --locked); }
