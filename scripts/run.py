@@ -77,6 +77,7 @@ class Step:
 
 
 def say(message: str) -> None:
+    """Prints a progress line with the time."""
     print(f"==> [{time.strftime('%H:%M:%S')}] {message}", flush=True)
 
 
@@ -169,6 +170,7 @@ def find_cycles(artifacts: dict[str, Step]) -> list[str]:
 
 
 def select(steps: dict[str, Step], names: list[str]) -> list[Step]:
+    """The steps named (every one when no name is given); an unknown name is a GraphError."""
     unknown = [name for name in names if name not in steps]
     if unknown:
         kind = next(iter(steps.values())).kind if steps else "steps"
@@ -189,6 +191,7 @@ def closure(steps: list[Step], artifacts: dict[str, Step]) -> list[Step]:
 
 
 def stop(steps: list[Step]) -> None:
+    """Stops the running steps' process groups."""
     for step in steps:
         if step.process is not None and step.status is None:
             try:
@@ -198,6 +201,8 @@ def stop(steps: list[Step]) -> None:
 
 
 def start(step: Step, target: Path, env: dict[str, str], attach: bool = False) -> None:
+    """Starts a recipe or a script in a process group of its own, its output in its log (or on
+    this terminal with `attach`); a phase's environment names the artifacts it declared."""
     if step.kind == "artifacts":
         command = [str(RECIPES), step.name]
         step.log = target / "build-logs" / f"{step.name}.log"
@@ -217,6 +222,7 @@ def start(step: Step, target: Path, env: dict[str, str], attach: bool = False) -
 
 
 def report(step: Step) -> None:
+    """Prints how a finished step ended, with the end of its log (all of it for a failed phase)."""
     assert step.log is not None
     usage = f"{step.seconds:.0f} s, {step.cpu_seconds:.0f} CPU-s"
     lines = step.log.read_text(errors="replace").splitlines()
@@ -289,6 +295,7 @@ def run(artifacts: list[Step], phases: list[Step], target: Path, jobs: int) -> b
 
 
 def summary(steps: list[Step], began: float) -> None:
+    """Prints the table of every step's wall and CPU time and how it ended."""
     passed = sum(step.done for step in steps)
     say(f"{passed} of {len(steps)} steps done in {time.monotonic() - began:.0f} s, "
         f"{sum(step.cpu_seconds for step in steps):.0f} CPU-s:")
@@ -301,6 +308,7 @@ def summary(steps: list[Step], began: float) -> None:
 
 
 def main(argv: list[str]) -> int:
+    """The command line (see the module's documentation); returns the exit status."""
     if not argv or argv[0] not in ("check", "build", "test", "bench"):
         print(__doc__, file=sys.stderr)
         return 2
