@@ -4,8 +4,9 @@
 
 use std::ffi::CStr;
 
-use dlbridge_napi::node_api::{Handle, JsType};
+use dlbridge_napi::node_api::{Handle, JsType, Scope};
 use dlbridge_napi::{Error, Result};
+use napi::bindgen_prelude::JsValue;
 
 /// The largest integer a JS number holds exactly (`Number.MAX_SAFE_INTEGER`).
 const MAX_SAFE_INTEGER: f64 = 9_007_199_254_740_991.0;
@@ -15,14 +16,17 @@ pub(crate) fn describe(value: Handle<'_>) -> String {
     dlbridge_napi::describe(value)
 }
 
+/// The `TypeError` for an argument of the wrong kind: "`what` must be `expected`, got …".
+pub(crate) fn invalid_argument(what: &str, expected: &str, value: Handle<'_>) -> Error {
+    Error::type_error(
+        "ERR_DLBRIDGE_INVALID_ARGUMENT",
+        format!("{what} must be {expected}, got {}", describe(value)),
+    )
+}
+
 /// An integer argument (`what` names it in messages).
 pub(crate) fn integer(value: Handle<'_>, what: &str) -> Result<i64> {
-    let not_integer = || {
-        Error::type_error(
-            "ERR_DLBRIDGE_INVALID_ARGUMENT",
-            format!("{what} must be an integer, got {}", describe(value)),
-        )
-    };
+    let not_integer = || invalid_argument(what, "an integer", value);
     match value.js_type() {
         JsType::Number => {
             let v = value.number_value().ok_or_else(not_integer)?;
@@ -46,15 +50,9 @@ pub(crate) fn integer_list(value: Handle<'_>, what: &str, allow_scalar: bool) ->
     if allow_scalar && matches!(value.js_type(), JsType::Number | JsType::BigInt) {
         return Ok(vec![integer(value, what)?]);
     }
-    let elements = value.array_elements()?.ok_or_else(|| {
-        Error::type_error(
-            "ERR_DLBRIDGE_INVALID_ARGUMENT",
-            format!(
-                "{what} must be an array of integers, got {}",
-                describe(value)
-            ),
-        )
-    })?;
+    let elements = value
+        .array_elements()?
+        .ok_or_else(|| invalid_argument(what, "an array of integers", value))?;
     elements
         .into_iter()
         .enumerate()
@@ -67,15 +65,10 @@ pub(crate) fn dtype_name(value: Option<Handle<'_>>, what: &str) -> Result<Option
     let Some(value) = value.filter(|v| !v.is_nullish()) else {
         return Ok(None);
     };
-    value.string_value().map(Some).ok_or_else(|| {
-        Error::type_error(
-            "ERR_DLBRIDGE_INVALID_ARGUMENT",
-            format!(
-                "{what} must be a dtype name string, got {}",
-                describe(value)
-            ),
-        )
-    })
+    value
+        .string_value()
+        .map(Some)
+        .ok_or_else(|| invalid_argument(what, "a dtype name string", value))
 }
 
 /// An options object (`undefined`/`null`: no options).
@@ -97,13 +90,8 @@ impl<'env> Options<'env> {
         let object = value.filter(|v| !v.is_nullish());
         if let Some(object) = object {
             if object.js_type() != JsType::Object {
-                return Err(Error::type_error(
-                    "ERR_DLBRIDGE_INVALID_ARGUMENT",
-                    format!(
-                        "{function}: options must be an object, got {}",
-                        describe(object)
-                    ),
-                ));
+                let what = format!("{function}: options");
+                return Err(invalid_argument(&what, "an object", object));
             }
             for key in object.own_keys()? {
                 let key = key.string_value().unwrap_or_default();
@@ -117,6 +105,16 @@ impl<'env> Options<'env> {
             function,
             known,
         })
+    }
+
+    /// [`Options::new`] of an optional argument napi-rs handed us.
+    pub(crate) fn argument<V: JsValue<'env>>(
+        scope: Scope<'env>,
+        value: Option<&V>,
+        function: &'static str,
+        known: &'static [&'static str],
+    ) -> Result<Self> {
+        Options::new(value.map(|v| scope.adopt(v)), function, known)
     }
 
     /// The option's value, `None` when absent or undefined.
@@ -141,16 +139,10 @@ impl<'env> Options<'env> {
         let Some(value) = self.get(name)? else {
             return Ok(None);
         };
-        value.bool_value().map(Some).ok_or_else(|| {
-            Error::type_error(
-                "ERR_DLBRIDGE_INVALID_ARGUMENT",
-                format!(
-                    "{} must be a boolean, got {}",
-                    self.label(name),
-                    describe(value)
-                ),
-            )
-        })
+        value
+            .bool_value()
+            .map(Some)
+            .ok_or_else(|| invalid_argument(&self.label(name), "a boolean", value))
     }
 
     /// An integer option.

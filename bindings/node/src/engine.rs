@@ -12,7 +12,7 @@
 //! - this addon's `Tensor` class, whose instances the hot constructors make themselves
 //!   ([`Tensor::into_object`](crate::tensor::Tensor::into_object)).
 
-use crate::arguments::describe;
+use crate::arguments::invalid_argument;
 use dlbridge_napi::node_api::{Handle, JsType, Reference, Scope};
 use dlbridge_napi::{Error, Result};
 
@@ -171,12 +171,10 @@ pub(crate) fn not_initialised() -> Error {
 fn limit(value: Handle<'_>, what: &str) -> Result<usize> {
     match value.number_value() {
         Some(n) if n >= 1.0 && n.fract() == 0.0 && n <= 9_007_199_254_740_991.0 => Ok(n as usize),
-        _ => Err(Error::type_error(
-            "ERR_DLBRIDGE_INVALID_ARGUMENT",
-            format!(
-                "initEnvironment: {what} must be a positive integer, got {}",
-                describe(value)
-            ),
+        _ => Err(invalid_argument(
+            &format!("initEnvironment: {what}"),
+            "a positive integer",
+            value,
         )),
     }
 }
@@ -184,13 +182,8 @@ fn limit(value: Handle<'_>, what: &str) -> Result<usize> {
 /// A function argument.
 fn function<'env>(value: Handle<'env>, what: &str) -> Result<Handle<'env>> {
     if value.js_type() != JsType::Function {
-        return Err(Error::type_error(
-            "ERR_DLBRIDGE_INVALID_ARGUMENT",
-            format!(
-                "initEnvironment: {what} must be a function, got {}",
-                describe(value)
-            ),
-        ));
+        let what = format!("initEnvironment: {what}");
+        return Err(invalid_argument(&what, "a function", value));
     }
     Ok(value)
 }

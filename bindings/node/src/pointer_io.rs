@@ -19,6 +19,7 @@ use crate::live_tensor::LiveTensor;
 use crate::resource_counts::{ADDON_EXPORTS, PENDING_EXPORTS};
 use dlbridge_napi::node_api::Scope;
 use dlbridge_napi::{Error, Result};
+use napi::bindgen_prelude::JsValue;
 
 /// An export of ours that no consumer has deleted yet.
 struct LiveExport {
@@ -79,8 +80,14 @@ pub(crate) struct ExportOptions {
 }
 
 impl ExportOptions {
-    /// Reads `{legacy?, unsafeIgnoreReadOnly?}`.
-    pub(crate) fn read(options: &Options<'_>) -> Result<Self> {
+    /// Reads the options argument `{legacy?, unsafeIgnoreReadOnly?}` of `function`.
+    pub(crate) fn read<'env, V: JsValue<'env>>(
+        scope: Scope<'env>,
+        value: Option<&V>,
+        function: &'static str,
+    ) -> Result<Self> {
+        let options =
+            Options::argument(scope, value, function, &["legacy", "unsafeIgnoreReadOnly"])?;
         Ok(ExportOptions {
             legacy: options.bool(c"legacy")?.unwrap_or(false),
             ignore_read_only: options.bool(c"unsafeIgnoreReadOnly")?.unwrap_or(false),

@@ -7,7 +7,7 @@ use napi::bindgen_prelude::{BigInt, Unknown};
 use napi::Env;
 use napi_derive::napi;
 
-use crate::arguments::{describe, Options};
+use crate::arguments::{describe, invalid_argument, Options};
 use crate::errors::OrThrow;
 use crate::js_memory::detached;
 use crate::pointer_io::{import_managed, take};
@@ -18,10 +18,7 @@ use dlbridge_napi::{Error, Result};
 /// A pointer argument: a BigInt address.
 fn address(value: Handle<'_>, what: &str) -> Result<usize> {
     if value.js_type() != JsType::BigInt {
-        return Err(Error::type_error(
-            "ERR_DLBRIDGE_INVALID_ARGUMENT",
-            format!("{what} must be a BigInt address, got {}", describe(value)),
-        ));
+        return Err(invalid_argument(what, "a BigInt address", value));
     }
     match value.bigint_u64() {
         Some((address, true)) if usize::try_from(address).is_ok() => Ok(address as usize),
@@ -47,8 +44,9 @@ pub fn import_pointer(
     let scope = Scope::new(env);
     let imported = || -> Result<Tensor> {
         let address = address(scope.adopt(&address_value), "importPointer: address")?;
-        let options = Options::new(
-            options.as_ref().map(|v| scope.adopt(v)),
+        let options = Options::argument(
+            scope,
+            options.as_ref(),
             "importPointer",
             &["legacy", "readonly"],
         )?;
@@ -78,11 +76,7 @@ pub fn release_pointer(
     let scope = Scope::new(env);
     let released = || -> Result<()> {
         let address = address(scope.adopt(&address_value), "releasePointer: address")?;
-        let options = Options::new(
-            options.as_ref().map(|v| scope.adopt(v)),
-            "releasePointer",
-            &["legacy"],
-        )?;
+        let options = Options::argument(scope, options.as_ref(), "releasePointer", &["legacy"])?;
         let legacy = options.bool(c"legacy")?.unwrap_or(false);
         // SAFETY: the documented contract: a live managed tensor whose ownership we take. The
         // import runs the deleter on drop, and also when validation fails (so that is ignored).

@@ -7,13 +7,13 @@ use napi::bindgen_prelude::Unknown;
 use napi::Env;
 use napi_derive::napi;
 
-use crate::arguments::{describe, integer_list, Options};
+use crate::arguments::{integer_list, invalid_argument, Options};
 use crate::constructors::dtype_argument;
 use crate::errors::{shm_open_failure, OrThrow};
 use crate::live_tensor::LiveTensor;
 use crate::tensor::Tensor;
 use dlbridge_napi::node_api::{Handle, JsType, Scope};
-use dlbridge_napi::{Error, Result};
+use dlbridge_napi::Result;
 
 /// What `emptyShared` returns: the segment's handle and this side's tensor over it.
 #[napi(object, object_from_js = false)]
@@ -30,26 +30,14 @@ fn handle_argument(value: Handle<'_>, what: &str) -> Result<String> {
         JsType::String => value.string_value(),
         _ => None,
     }
-    .ok_or_else(|| {
-        Error::type_error(
-            "ERR_DLBRIDGE_INVALID_ARGUMENT",
-            format!(
-                "{what} must be a shared-memory handle string, got {}",
-                describe(value)
-            ),
-        )
-    })
+    .ok_or_else(|| invalid_argument(what, "a shared-memory handle string", value))
 }
 
 /// A `Tensor` argument, with this crate's `TypeError` (not napi-rs's) for anything else.
 fn tensor_argument<'env>(value: Handle<'env>, what: &str) -> Result<&'env Tensor> {
     // SAFETY: `Tensor` is a `#[napi]` class whose methods all take `&self`.
-    unsafe { value.class_instance::<Tensor>() }.ok_or_else(|| {
-        Error::type_error(
-            "ERR_DLBRIDGE_INVALID_ARGUMENT",
-            format!("{what} must be a Tensor, got {}", describe(value)),
-        )
-    })
+    unsafe { value.class_instance::<Tensor>() }
+        .ok_or_else(|| invalid_argument(what, "a Tensor", value))
 }
 
 /// A zero-filled, row-major tensor in a new shared-memory segment, and the segment's handle.
@@ -104,11 +92,7 @@ pub fn from_shared(
     let scope = Scope::new(env);
     let opened = || -> Result<Tensor> {
         let handle = handle_argument(scope.adopt(&handle), "fromShared: handle")?;
-        let options = Options::new(
-            options.as_ref().map(|v| scope.adopt(v)),
-            "fromShared",
-            &["writable"],
-        )?;
+        let options = Options::argument(scope, options.as_ref(), "fromShared", &["writable"])?;
         let access = match options.bool(c"writable")?.unwrap_or(false) {
             true => Access::ReadWrite,
             false => Access::ReadOnly,

@@ -428,18 +428,11 @@ impl Tensor {
     #[napi]
     pub fn export_pointer(&self, env: &Env, options: Option<Unknown<'_>>) -> napi::Result<BigInt> {
         let scope = Scope::new(env);
-        Options::new(
-            options.as_ref().map(|v| scope.adopt(v)),
-            "exportPointer",
-            &["legacy", "unsafeIgnoreReadOnly"],
-        )
-        .and_then(|options| {
-            // The options' getters run first: they may close the tensor.
-            let options = pointer_io::ExportOptions::read(&options)?;
-            pointer_io::export(scope, &self.shared()?, &options)
-        })
-        .map(BigInt::from)
-        .or_throw(env)
+        // The options' getters run first: they may close the tensor.
+        pointer_io::ExportOptions::read(scope, options.as_ref(), "exportPointer")
+            .and_then(|options| pointer_io::export(scope, &self.shared()?, &options))
+            .map(BigInt::from)
+            .or_throw(env)
     }
 }
 

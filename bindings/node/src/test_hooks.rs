@@ -5,7 +5,6 @@ use napi::bindgen_prelude::{BigInt, Unknown};
 use napi::Env;
 use napi_derive::napi;
 
-use crate::arguments::Options;
 use crate::env_context::EnvContext;
 use crate::errors::OrThrow;
 use crate::pointer_io;
@@ -32,17 +31,10 @@ pub fn export_anonymous(
     options: Option<Unknown<'_>>,
 ) -> napi::Result<BigInt> {
     let scope = Scope::new(env);
-    Options::new(
-        options.as_ref().map(|v| scope.adopt(v)),
-        "exportAnonymous",
-        &["legacy", "unsafeIgnoreReadOnly"],
-    )
-    .and_then(|options| {
-        let options = pointer_io::ExportOptions::read(&options)?;
-        pointer_io::export_unremembered(scope, &tensor.shared()?, &options)
-    })
-    .map(|(address, _, _)| BigInt::from(address as u64))
-    .or_throw(env)
+    pointer_io::ExportOptions::read(scope, options.as_ref(), "exportAnonymous")
+        .and_then(|options| pointer_io::export_unremembered(scope, &tensor.shared()?, &options))
+        .map(|(address, _, _)| BigInt::from(address as u64))
+        .or_throw(env)
 }
 
 /// How many exports other addons asked of this package's tensors through the tensor-object
