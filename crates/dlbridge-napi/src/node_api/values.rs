@@ -74,77 +74,71 @@ fn with_raw_arguments<R>(
 }
 
 impl<'env> Scope<'env> {
+    /// The value a Node-API call writes through its out-pointer, the call's status checked
+    /// (`call` names it in the error).
+    fn made(
+        self,
+        call: &'static str,
+        make: impl FnOnce(*mut sys::napi_value) -> sys::napi_status,
+    ) -> Result<Handle<'env>> {
+        let mut out = ptr::null_mut();
+        check(make(&mut out), call)?;
+        Ok(self.handle(out))
+    }
+
     /// A number.
     pub fn number(self, value: f64) -> Result<Handle<'env>> {
-        let mut out = ptr::null_mut();
-        check(
+        self.made("napi_create_double", |out| {
             // SAFETY: live env, valid out-pointer.
-            unsafe { sys::napi_create_double(self.env, value, &mut out) },
-            "napi_create_double",
-        )?;
-        Ok(self.handle(out))
+            unsafe { sys::napi_create_double(self.env, value, out) }
+        })
     }
 
     /// A string from a NUL-terminated name.
     pub fn string(self, text: &CStr) -> Result<Handle<'env>> {
-        let mut out = ptr::null_mut();
-        check(
+        self.made("napi_create_string_utf8", |out| {
             // SAFETY: live env, NUL-terminated string (length -1 = up to the NUL).
-            unsafe { sys::napi_create_string_utf8(self.env, text.as_ptr(), -1, &mut out) },
-            "napi_create_string_utf8",
-        )?;
-        Ok(self.handle(out))
+            unsafe { sys::napi_create_string_utf8(self.env, text.as_ptr(), -1, out) }
+        })
     }
 
     /// A string from UTF-8 text (NULs included).
     pub fn string_utf8(self, text: &str) -> Result<Handle<'env>> {
-        let mut out = ptr::null_mut();
-        check(
+        self.made("napi_create_string_utf8", |out| {
             // SAFETY: live env; the text is passed with its length.
             unsafe {
                 sys::napi_create_string_utf8(
                     self.env,
                     text.as_ptr().cast(),
                     text.len() as isize,
-                    &mut out,
+                    out,
                 )
-            },
-            "napi_create_string_utf8",
-        )?;
-        Ok(self.handle(out))
+            }
+        })
     }
 
     /// `undefined`.
     pub fn undefined(self) -> Result<Handle<'env>> {
-        let mut out = ptr::null_mut();
-        check(
+        self.made("napi_get_undefined", |out| {
             // SAFETY: live env, valid out-pointer.
-            unsafe { sys::napi_get_undefined(self.env, &mut out) },
-            "napi_get_undefined",
-        )?;
-        Ok(self.handle(out))
+            unsafe { sys::napi_get_undefined(self.env, out) }
+        })
     }
 
     /// A new plain object.
     pub fn object(self) -> Result<Handle<'env>> {
-        let mut out = ptr::null_mut();
-        check(
+        self.made("napi_create_object", |out| {
             // SAFETY: live env, valid out-pointer.
-            unsafe { sys::napi_create_object(self.env, &mut out) },
-            "napi_create_object",
-        )?;
-        Ok(self.handle(out))
+            unsafe { sys::napi_create_object(self.env, out) }
+        })
     }
 
     /// `globalThis`.
     pub fn global(self) -> Result<Handle<'env>> {
-        let mut out = ptr::null_mut();
-        check(
+        self.made("napi_get_global", |out| {
             // SAFETY: live env, valid out-pointer.
-            unsafe { sys::napi_get_global(self.env, &mut out) },
-            "napi_get_global",
-        )?;
-        Ok(self.handle(out))
+            unsafe { sys::napi_get_global(self.env, out) }
+        })
     }
 
     /// `new constructor(...arguments)` (JavaScript runs; a throw leaves the exception pending).
@@ -153,21 +147,20 @@ impl<'env> Scope<'env> {
         constructor: Handle<'env>,
         arguments: &[Handle<'env>],
     ) -> Result<Handle<'env>> {
-        let mut out = ptr::null_mut();
-        let status = with_raw_arguments(arguments, |raw| {
-            // SAFETY: live env, values of this call, `raw` holds `raw.len()` values.
-            unsafe {
-                sys::napi_new_instance(
-                    self.env,
-                    constructor.value,
-                    raw.len(),
-                    raw.as_ptr(),
-                    &mut out,
-                )
-            }
-        });
-        check(status, "napi_new_instance")?;
-        Ok(self.handle(out))
+        self.made("napi_new_instance", |out| {
+            with_raw_arguments(arguments, |raw| {
+                // SAFETY: live env, values of this call, `raw` holds `raw.len()` values.
+                unsafe {
+                    sys::napi_new_instance(
+                        self.env,
+                        constructor.value,
+                        raw.len(),
+                        raw.as_ptr(),
+                        out,
+                    )
+                }
+            })
+        })
     }
 
     /// Calls `function` with `this` and `arguments` (JavaScript runs; a throw becomes a failure
@@ -178,22 +171,21 @@ impl<'env> Scope<'env> {
         this: Handle<'env>,
         arguments: &[Handle<'env>],
     ) -> Result<Handle<'env>> {
-        let mut out = ptr::null_mut();
-        let status = with_raw_arguments(arguments, |raw| {
-            // SAFETY: live env, values of this call, `raw` holds `raw.len()` values.
-            unsafe {
-                sys::napi_call_function(
-                    self.env,
-                    this.value,
-                    function.value,
-                    raw.len(),
-                    raw.as_ptr(),
-                    &mut out,
-                )
-            }
-        });
-        check(status, "napi_call_function")?;
-        Ok(self.handle(out))
+        self.made("napi_call_function", |out| {
+            with_raw_arguments(arguments, |raw| {
+                // SAFETY: live env, values of this call, `raw` holds `raw.len()` values.
+                unsafe {
+                    sys::napi_call_function(
+                        self.env,
+                        this.value,
+                        function.value,
+                        raw.len(),
+                        raw.as_ptr(),
+                        out,
+                    )
+                }
+            })
+        })
     }
 
     /// Clears the pending exception, if any (to throw a clearer one instead).
