@@ -14,10 +14,9 @@
  *   --quick       fewer repetitions (a smoke run; numbers are noisier)
  */
 
-const fs = require('node:fs');
 const os = require('node:os');
-const path = require('node:path');
 const dlbridge = require('..');
+const { writeSection } = require('./benchmarks_doc');
 
 const { fromTypedArray, empty, importPointer, addressOf } = dlbridge;
 
@@ -286,27 +285,6 @@ function report(rows, rss, loops) {
   return { text: lines.join('\n'), ok: o1 && rssOk && loopOk };
 }
 
-/** Replaces (or appends) the `node` section of docs/benchmarks.md. */
-function writeDocs(text) {
-  const doc = path.join(__dirname, '..', '..', '..', 'docs', 'benchmarks.md');
-  const begin = '<!-- begin node -->';
-  const end = '<!-- end node -->';
-  const block = `${begin}\n${text.trimEnd()}\n${end}`;
-  let current = fs.existsSync(doc)
-    ? fs.readFileSync(doc, 'utf8')
-    : '# Benchmarks\n\nRatios are measured in one run, on one machine.\n';
-  const start = current.indexOf(begin);
-  const stop = current.indexOf(end);
-  if (start >= 0 && stop > start) {
-    current = current.slice(0, start) + block + current.slice(stop + end.length);
-  } else {
-    current = `${current.trimEnd()}\n\n${block}\n`;
-  }
-  fs.mkdirSync(path.dirname(doc), { recursive: true });
-  fs.writeFileSync(doc, current);
-  return doc;
-}
-
 async function main() {
   const rows = await timeSizes();
   await settledRssMiB();
@@ -314,7 +292,7 @@ async function main() {
   const loops = await measureLoops();
   const { text, ok } = report(rows, rss, loops);
   console.log(text);
-  if (args.has('--write-docs')) console.error(`wrote ${writeDocs(text)}`);
+  if (args.has('--write-docs')) console.error(`wrote ${writeSection('node', text)}`);
   if (!ok) process.exitCode = 1;
 }
 

@@ -11,10 +11,9 @@
  *   --quick       fewer batches (a smoke run; numbers are noisier)
  */
 
-const fs = require('node:fs');
 const os = require('node:os');
-const path = require('node:path');
 const dlbridge = require('../../../bindings/node');
+const { writeSection } = require('../../../bindings/node/bench/benchmarks_doc');
 const tensorops = require('..');
 
 const args = new Set(process.argv.slice(2));
@@ -113,25 +112,7 @@ function report(best) {
   return { text: lines.join('\n'), ratio, met: met && tensorMet };
 }
 
-/** Replaces (or appends) the `napi` section of docs/benchmarks.md. */
-function writeDocs(text) {
-  const doc = path.join(__dirname, '..', '..', '..', 'docs', 'benchmarks.md');
-  const begin = '<!-- begin napi -->';
-  const end = '<!-- end napi -->';
-  const block = `${begin}\n${text.trimEnd()}\n${end}`;
-  let current = fs.readFileSync(doc, 'utf8');
-  const start = current.indexOf(begin);
-  const stop = current.indexOf(end);
-  if (start >= 0 && stop > start) {
-    current = current.slice(0, start) + block + current.slice(stop + end.length);
-  } else {
-    current = `${current.trimEnd()}\n\n${block}\n`;
-  }
-  fs.writeFileSync(doc, current);
-  return doc;
-}
-
 const { text, met } = report(measure());
 console.log(text);
-if (args.has('--write-docs')) console.error(`wrote ${writeDocs(text)}`);
+if (args.has('--write-docs')) console.error(`wrote ${writeSection('napi', text)}`);
 if (!met) process.exitCode = 1;
