@@ -86,6 +86,19 @@ class Forwarding:
 TESTS = os.path.dirname(os.path.abspath(__file__))
 
 
+def assert_refuses_bad_shape_and_dtype(construct):
+    """``construct(shape, dtype)`` (as ``empty``) refuses an unknown dtype name, a numpy type,
+    a string shape and a negative extent, each with the error naming it."""
+    with pytest.raises(TypeError, match="dtype"):
+        construct(3, "float33")
+    with pytest.raises(TypeError, match="dtype"):
+        construct(3, np.float32)
+    with pytest.raises(TypeError, match="shape"):
+        construct("3")
+    with pytest.raises(ValueError, match="negative"):
+        construct((2, -1))
+
+
 def run_python(code, *args, timeout=60, env=None, cwd=None):
     """Runs ``code`` (dedented) in a fresh interpreter, a real second process that can import this
     folder's modules (``from helpers import Forwarding``); returns its stdout, stripped. A crash, a

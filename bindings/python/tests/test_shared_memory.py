@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 import dlbridge
-from helpers import np_ptr, run_python
+from helpers import assert_refuses_bad_shape_and_dtype, np_ptr, run_python
 
 pytestmark = pytest.mark.skipif(
     not hasattr(os, "memfd_create"), reason="segments are sealed Linux memory files"
@@ -97,14 +97,7 @@ def test_empty_shared_defaults_to_float32_and_checks_arguments(track):
     h, t = dlbridge.empty_shared(3)
     track(h)
     assert t.dtype == "float32"
-    with pytest.raises(TypeError, match="dtype"):
-        dlbridge.empty_shared(3, "float33")
-    with pytest.raises(TypeError, match="dtype"):
-        dlbridge.empty_shared(3, np.float32)
-    with pytest.raises(TypeError, match="shape"):
-        dlbridge.empty_shared("3")
-    with pytest.raises(ValueError, match="negative"):
-        dlbridge.empty_shared((2, -1))
+    assert_refuses_bad_shape_and_dtype(dlbridge.empty_shared)
 
 
 def test_a_write_through_one_mapping_is_seen_through_another(track):

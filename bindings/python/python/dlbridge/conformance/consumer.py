@@ -92,6 +92,14 @@ def _import(ctx: Context, producer: Any, case: Case, **kwargs: Any) -> Any:
 def _require_consumer(ctx: Context) -> None:
     if not ctx.has("from_dlpack"):
         raise Skip("the adapter has no from_dlpack (the library has no DLPack consumer)")
+
+
+def _first_case(ctx: Context, **producer_options: Any) -> tuple[Case, Producer]:
+    """For a check of one tensor: the first layout case, and a ``Producer`` of it (made with
+    ``producer_options``); skips where the adapter has no consumer."""
+    _require_consumer(ctx)
+    case = layout_cases()[0]
+    return case, Producer(case.build(), **producer_options)
     if not ctx.has("to_numpy"):
         raise Skip("the adapter has no to_numpy")
 
@@ -184,9 +192,7 @@ def read_only(ctx: Context) -> None:
 
 def max_version(ctx: Context) -> None:
     """The consumer passes ``max_version`` with major 1, and ``stream`` None for a CPU tensor."""
-    _require_consumer(ctx)
-    case = layout_cases()[0]
-    producer = Producer(case.build())
+    case, producer = _first_case(ctx)
     result = _import(ctx, producer, case)
     del result
     if not producer.calls:
@@ -226,9 +232,7 @@ def legacy_only(ctx: Context) -> None:
 
 def renames(ctx: Context) -> None:
     """The consumer renames the capsule ``used_dltensor[_versioned]`` once it owns the tensor."""
-    _require_consumer(ctx)
-    case = layout_cases()[0]
-    producer = Producer(case.build())
+    case, producer = _first_case(ctx)
     result = _import(ctx, producer, case)
     names = producer.names()
     if names and names[-1] not in (abi.USED_LEGACY, abi.USED_VERSIONED):
@@ -240,9 +244,7 @@ def renames(ctx: Context) -> None:
 def refuses_major_2(ctx: Context) -> None:
     """A capsule of major version 2 is refused (not renamed, not read), and its deleter still
     runs once."""
-    _require_consumer(ctx)
-    case = layout_cases()[0]
-    producer = Producer(case.build(), major=2)
+    case, producer = _first_case(ctx, major=2)
     try:
         result = _import(ctx, producer, case)
     except Exception:
@@ -314,9 +316,7 @@ def _check_values(ctx: Context, case: Case, result: Any, kwargs: dict[str, Any])
 
 def keyword_copy_true(ctx: Context) -> None:
     """``from_dlpack(x, copy=True)`` gives new memory holding the source's values."""
-    _require_consumer(ctx)
-    case = layout_cases()[0]
-    producer = Producer(case.build())
+    case, producer = _first_case(ctx)
     result = _keyword_import(ctx, producer, case, copy=True)
     if result is None:
         return
@@ -330,9 +330,7 @@ def keyword_copy_true(ctx: Context) -> None:
 def keyword_copy_false(ctx: Context) -> None:
     """``from_dlpack(x, copy=False)`` of a tensor it can import zero-copy (C-contiguous
     float32 on the CPU) shares the producer's memory."""
-    _require_consumer(ctx)
-    case = layout_cases()[0]
-    producer = Producer(case.build())
+    case, producer = _first_case(ctx)
     result = _keyword_import(ctx, producer, case, copy=False)
     if result is None:
         return
@@ -357,10 +355,8 @@ def _cpu_device(ctx: Context) -> Any:
 def keyword_device(ctx: Context) -> None:
     """``from_dlpack(x, device=<the library's CPU device>)`` imports a CPU tensor with its
     values."""
-    _require_consumer(ctx)
-    case = layout_cases()[0]
+    case, producer = _first_case(ctx)
     kwargs = {"device": _cpu_device(ctx)}
-    producer = Producer(case.build())
     result = _keyword_import(ctx, producer, case, **kwargs)
     if result is None:
         return
