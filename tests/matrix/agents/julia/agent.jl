@@ -212,6 +212,13 @@ function drop_views()
     return nothing
 end
 
+# Before a case that ends in `check_released`: drains an earlier case's leftovers, then returns
+# the counts that check compares against (the root count, the producer arrays freed so far).
+function release_baseline()
+    drain_leftovers()
+    return DLBridge.shared_count(), PRODUCER_FREED[]
+end
+
 # After the producer dropped everything: the shared array's release arrived exactly once (the
 # release queue's token), the root count is back at `baseline`, and the GC freed the producer
 # memory exactly once. Two collections: the first frees the arrays over the import (the release
@@ -303,9 +310,7 @@ function self_producer(P::AbstractArray{T,N}, reversed::Bool, readonly::Bool,
 end
 
 function run_self(::Type{T}, layout::String) where {T}
-    drain_leftovers()
-    baseline = DLBridge.shared_count()
-    freed_before = PRODUCER_FREED[]
+    baseline, freed_before = release_baseline()
     n = with_producer(T, layout) do P, reversed, readonly, shape, steps
         self_producer(P, reversed, readonly, shape, steps, baseline)
     end
@@ -328,9 +333,7 @@ function produce_producer(P::AbstractArray{T,N}, reversed::Bool, readonly::Bool,
 end
 
 function run_produce(::Type{T}, layout::String) where {T}
-    drain_leftovers()
-    baseline = DLBridge.shared_count()
-    freed_before = PRODUCER_FREED[]
+    baseline, freed_before = release_baseline()
     handle = with_producer(produce_producer, T, layout)
     try
         check_released(baseline, freed_before)
@@ -483,9 +486,7 @@ function host_out_producer(g::Guest, name::String, layout::String, P::AbstractAr
 end
 
 function run_host_out(g::Guest, ::Type{T}, name::String, layout::String) where {T}
-    drain_leftovers()
-    baseline = DLBridge.shared_count()
-    freed_before = PRODUCER_FREED[]
+    baseline, freed_before = release_baseline()
     answer = with_producer(T, layout) do P, reversed, readonly, shape, steps
         host_out_producer(g, name, layout, P, reversed, readonly, shape, steps)
     end

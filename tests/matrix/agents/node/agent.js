@@ -225,6 +225,17 @@ function checkElementsByIndex(spec, tensor, shape, what) {
   return n;
 }
 
+/** Checks that writing the sentinel at `index` through the read-only `tensor` is refused. */
+function checkWriteRefused(spec, tensor, index) {
+  let refused = false;
+  try {
+    tensor.set(index, spec.sentinelValue(element0(spec)));
+  } catch (error) {
+    refused = error.code === 'ERR_DLBRIDGE_READ_ONLY';
+  }
+  check(refused, 'a write through the read-only import was not refused with ERR_DLBRIDGE_READ_ONLY');
+}
+
 // ---------------------------------------------------------------------------------------------
 // Release checks: dlbridge's native counts, after collecting until they stop changing
 // (finalizers run on later turns of the event loop).
@@ -341,13 +352,7 @@ function selfStart({ dtypeName, spec, layout, layoutName }) {
   // The sentinel, written to logical element 0 through the import, read through the producer.
   const origin = layout.shape.map(() => 0);
   if (layout.readonly && n > 0) {
-    let refused = false;
-    try {
-      u.set(origin, spec.sentinelValue(element0(spec)));
-    } catch (error) {
-      refused = error.code === 'ERR_DLBRIDGE_READ_ONLY';
-    }
-    check(refused, 'a write through the read-only import was not refused with ERR_DLBRIDGE_READ_ONLY');
+    checkWriteRefused(spec, u, origin);
   } else if (n > 0) {
     const value = spec.sentinel(element0(spec));
     if (viewable) {
@@ -612,13 +617,7 @@ function hostInImport({ dtypeName, spec, layout }, g, state) {
   if (n > 0) {
     const origin = layout.shape.map(() => 0);
     if (layout.readonly) {
-      let refused = false;
-      try {
-        u.set(origin, spec.sentinelValue(element0(spec)));
-      } catch (error) {
-        refused = error.code === 'ERR_DLBRIDGE_READ_ONLY';
-      }
-      check(refused, 'a write through the read-only import was not refused with ERR_DLBRIDGE_READ_ONLY');
+      checkWriteRefused(spec, u, origin);
     } else {
       u.set(origin, spec.sentinelValue(element0(spec)));
     }
