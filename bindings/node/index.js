@@ -166,10 +166,20 @@ function fitsElement(plain, value) {
   }
 }
 
-/** The error every access to a closed tensor throws, as native code throws it. */
+const { defineProperty } = Object;
+const ErrorClass = Error;
+
+/**
+ * The error every access to a closed tensor throws, as native code throws it. Its `code` is
+ * defined, not assigned: no setter of user code on `Object.prototype` runs.
+ */
 function closedError() {
-  return Object.assign(new Error('the tensor was closed: it no longer holds its memory'), {
-    code: 'ERR_DLBRIDGE_CLOSED',
+  const error = new ErrorClass('the tensor was closed: it no longer holds its memory');
+  return defineProperty(error, 'code', {
+    value: 'ERR_DLBRIDGE_CLOSED',
+    writable: true,
+    enumerable: true,
+    configurable: true,
   });
 }
 
@@ -242,7 +252,10 @@ class JsTensor {
       this.#stride1d = shape.length === 1 ? strides[0] : 0;
       this.#readonly = readonly;
       this.#viewable = !readonly && size > 0 && isRowMajor(shape, strides);
-      this.#layout = { shape, strides, offset, readonly };
+      // No prototype: native code reads these options (and looks for `dtype`) while another
+      // addon's call is converting its arguments, where a property inherited from
+      // Object.prototype, or a getter there, must neither change the twin nor run user code.
+      this.#layout = { __proto__: null, shape, strides, offset, readonly };
     }
   }
 
@@ -261,6 +274,7 @@ class JsTensor {
    */
   static attach(value) {
     if (!(#array in value)) return undefined;
+    if (value.#closed) return null;
     try {
       return value.#native();
     } catch {
