@@ -51,7 +51,7 @@ lint:
     cargo fmt --all -- --check
     cargo clippy --workspace --all-targets --locked -- -D warnings
     cargo clippy -p dlbridge-python --features testing --all-targets --locked -- -D warnings
-    RUSTDOCFLAGS="-D warnings" cargo doc --locked --no-deps -p dlbridge -p dlbridge-pyo3 -p dlbridge-napi --features dlbridge/ndarray
+    RUSTDOCFLAGS="-D warnings" cargo doc --locked --no-deps -p dlbridge -p dlbridge-pyo3 -p dlbridge-napi -p dlbridge-node --features dlbridge/ndarray
     eval "$(scripts/julia-build-env.sh)" && \
       cargo fmt --manifest-path bindings/julia/Cargo.toml --all -- --check && \
       cargo clippy --manifest-path bindings/julia/Cargo.toml --workspace --all-targets --locked -- -D warnings && \

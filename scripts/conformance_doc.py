@@ -196,6 +196,14 @@ CONSEQUENCES = {
     "the capsule (then `consumer.lifecycle.deleter_once` passes): dlbridge's capsule destructor "
     "runs the deleter exactly when the capsule still carries its name.",
     "consumer.protocol.major_2": "a future major version would be read with the wrong layout.",
+    "producer.stream.cpu_refuses": "dlbridge never passes a stream for a CPU tensor (its "
+    "imports call `__dlpack__` with `stream=None` there), so it is not affected; a consumer that "
+    "passes -1 or 1 for a CPU tensor only learns of its mistake from producers that refuse it.",
+    "consumer.keywords.copy_false": "`copy=False` does not give shared memory here: jax refuses "
+    "memory not aligned to 64 bytes (dlbridge's own allocations, such as `dlbridge.empty`, "
+    "are 64-byte aligned; an imported numpy array keeps numpy's alignment), and paddle "
+    "copies anyway. Check `np.shares_memory` (or the data pointers) rather than relying on "
+    "`copy=False` with them.",
     "consumer.lifecycle.deleter_once": "memory dlbridge exports to these consumers is held "
     'until the process ends (`dlbridge.diagnostics()["exports"]` keeps growing): hand them '
     "only tensors that may live that long.",
@@ -204,6 +212,9 @@ CONSEQUENCES = {
 
 def consequences(reports: list[Report]) -> str:
     failed = {c for r in reports for c in r.failed}
+    unexplained = sorted(failed - CONSEQUENCES.keys())
+    if unexplained:
+        raise SystemExit(f"conformance_doc.py: no consequence written for {', '.join(unexplained)}")
     lines = ["## What the deviations mean for dlbridge's users\n"]
     for check in CHECK_NAMES:
         if check in failed:
