@@ -47,10 +47,15 @@ impl<'py> PyTensor<'py> {
     }
 
     fn import(obj: &Bound<'py, PyAny>, access: Access) -> PyResult<Self> {
-        Ok(PyTensor {
-            source: import(obj, access)?,
+        Ok(PyTensor::from_source(import(obj, access)?))
+    }
+
+    /// An argument over a tensor imported already.
+    pub(crate) fn from_source(source: Source) -> Self {
+        PyTensor {
+            source,
             _gil: PhantomData,
-        })
+        }
     }
 
     /// A view of the tensor's metadata and memory.
@@ -178,19 +183,19 @@ impl<'a, 'py> FromPyObject<'a, 'py> for PyTensor<'py> {
     }
 }
 
-/// The Python exception for an argument that fails `spec`, naming what it actually is: a wrong
-/// dtype is a `TypeError`, any other unmet requirement a `ValueError` (bool values: the core
-/// error's mapping).
+/// The Python exception for an argument that is not the `expected` tensor, naming what it
+/// actually is: a wrong dtype is a `TypeError`, any other unmet requirement a `ValueError` (bool
+/// values: the core error's mapping).
 #[cold]
-fn unmet_requirement_error<T: Element>(
+pub(crate) fn unmet_requirement_error(
     unmet: UnmetRequirement,
     view: &TensorView<'_>,
-    spec: ArgumentSpec,
+    expected: &str,
 ) -> PyErr {
     if let UnmetRequirement::Values(err) = unmet {
         return to_py_err(err);
     }
-    let message = unmet.message(view, &spec.expected::<T>(), &view.describe());
+    let message = unmet.message(view, &expected, &view.describe());
     if unmet == UnmetRequirement::Dtype {
         PyTypeError::new_err(message)
     } else {
@@ -200,7 +205,7 @@ fn unmet_requirement_error<T: Element>(
 
 /// `err` (a read-only refusal) with the reason: the argument requires grad.
 #[cold]
-fn grad_refusal(py: Python<'_>, err: PyErr) -> PyErr {
+pub(crate) fn grad_refusal(py: Python<'_>, err: PyErr) -> PyErr {
     PyValueError::new_err(format!(
         "{}: it requires grad, so it is imported read-only (a write would happen behind \
          autograd's back); pass x.detach() to write the memory outside autograd",
@@ -235,32 +240,14 @@ impl<'py> Typed<'py> {
         };
         spec.check::<T>(&view).map_err(|unmet| {
             let requires_grad = unmet == UnmetRequirement::ReadOnly && autograd::requires_grad(obj);
-            let err = unmet_requirement_error::<T>(unmet, &view, spec);
+            let err = unmet_requirement_error(unmet, &view, &spec.expected::<T>());
             if requires_grad {
                 grad_refusal(obj.py(), err)
             } else {
                 err
             }
         })?;
-        let span = match &tensor.source {
-            Source::Managed(_) => view.byte_span(),
-            Source::Buffer(buffer) => buffer.byte_span(),
-        };
-        let borrow = (!span.is_empty())
-            .then(|| {
-                let base = view.data_ptr() as usize;
-                let (start, end) = (
-                    base.wrapping_add_signed(span.start),
-                    base.wrapping_add_signed(span.end),
-                );
-                RangeBorrow::acquire(start, end, writable).map_err(|held| {
-                    PyValueError::new_err(format!(
-                        "{} overlaps memory that another argument borrows {held}; pass a copy",
-                        view.describe()
-                    ))
-                })
-            })
-            .transpose()?;
+        let borrow = borrow_memory(&tensor, writable)?;
         if access == Access::ReadOnly {
             tensor.source.mark_read_only();
         }
@@ -298,6 +285,35 @@ impl<'py> Typed<'py> {
                 .read_unaligned()
         })
     }
+}
+
+/// The borrow of `tensor`'s memory for a typed argument (`None` for an empty tensor):
+/// ValueError when it overlaps memory another argument of the call borrows and either is
+/// writable.
+pub(crate) fn borrow_memory(
+    tensor: &PyTensor<'_>,
+    writable: bool,
+) -> PyResult<Option<RangeBorrow>> {
+    let view = tensor.view();
+    let span = match &tensor.source {
+        Source::Managed(_) => view.byte_span(),
+        Source::Buffer(buffer) => buffer.byte_span(),
+    };
+    (!span.is_empty())
+        .then(|| {
+            let base = view.data_ptr() as usize;
+            let (start, end) = (
+                base.wrapping_add_signed(span.start),
+                base.wrapping_add_signed(span.end),
+            );
+            RangeBorrow::acquire(start, end, writable).map_err(|held| {
+                PyValueError::new_err(format!(
+                    "{} overlaps memory that another argument borrows {held}; pass a copy",
+                    view.describe()
+                ))
+            })
+        })
+        .transpose()
 }
 
 /// The element offset of `index`, or IndexError.

@@ -14,6 +14,9 @@
 //!   arrays, pyarrow) are refused, and so are torch tensors that require grad (imported
 //!   read-only on every route: a write would bypass autograd); two typed arguments of one call
 //!   may not overlap if either is mutable (so `f(a, a)` cannot alias a `&mut [T]`).
+//! - [`PyCudaTensorRef`] and [`PyCudaTensorMut`]: the same checks for tensors on a CUDA device,
+//!   with the device address, shape, strides, dtype, device ordinal and the [`CudaStream`] to
+//!   launch on (see [CUDA arguments](#cuda-arguments)); never a slice of device memory.
 //! - [`Export`]: a Rust [`dlbridge::Tensor`] (or, with the feature `ndarray`, an ndarray `Array`)
 //!   returned to Python without copying.
 //! - [`make_immutable`]: `Py_TPFLAGS_IMMUTABLETYPE` for an extension's own classes under abi3, so
@@ -109,6 +112,51 @@
 //! other classes (a producer's own `RuntimeError`) are raised as they are, with pyo3's note.
 //! Arguments made with `new` outside a `#[pyfunction]` raise the plain message.
 //!
+//! ## CUDA arguments
+//! [`PyCudaTensorRef<T, NDIM, C_CONTIGUOUS>`](PyCudaTensorRef) and [`PyCudaTensorMut`] take
+//! tensors on a CUDA device (torch, cupy, jax, dlbridge) for a kernel of the author's, and say
+//! which stream to launch it on:
+//!
+//! ```no_run
+//! use dlbridge_pyo3::{CudaStream, PyCudaTensorMut};
+//! use pyo3::prelude::*;
+//!
+//! #[pyfunction]
+//! fn scale_(mut x: PyCudaTensorMut<'_, f32, 1, true>, k: f32) -> PyResult<()> {
+//!     let (data, n, stream) = (x.as_mut_ptr(), x.len(), x.stream());
+//!     launch_scale(data, n, k, stream); // the author's kernel launch, e.g. through cudarc
+//!     Ok(())
+//! }
+//! # fn launch_scale(_: *mut f32, _: usize, _: f32, _: CudaStream) {}
+//! ```
+//!
+//! - **The stream.** By default the caller's current stream: the `current_work_stream` of the
+//!   C exchange API the producer's type publishes (torch's current stream; NULL counts as the
+//!   legacy default stream), else the legacy default stream ([`CudaStream::LEGACY`], DLPack's
+//!   1). [`PyCudaTensorRef::on_stream`] takes one the author chooses instead.
+//! - **The order.** The producer is asked for the tensor with
+//!   `__dlpack__(stream=S, max_version=(1, 3))`, so by the array API's rule it makes `S` wait
+//!   for its pending work on the tensor. A kernel launched on `S` sees the producer's writes,
+//!   and the caller's later work on `S` sees the kernel's. The host never waits. The exchange
+//!   API's `…_no_sync` import is not used for these arguments: it orders nothing, and the table
+//!   has no import that takes a stream.
+//! - **The checks.** Those of the CPU types (dtype, `NDIM`, layout, alignment of element 0),
+//!   except that `bool` bytes are not read. A tensor on another device is refused with a
+//!   `ValueError` naming the parameter and the device ("argument 'x': expected a float32 CUDA
+//!   tensor, got … on cpu"); the producer's `__dlpack_device__` is asked first, so a CPU
+//!   producer is never asked for a stream. A CUDA tensor given to a CPU type is refused the
+//!   same way ("… on cuda:0"). [`PyCudaTensorMut`] refuses read-only tensors and tensors that
+//!   require grad, as [`PyTensorMut`] does. A bare capsule is refused (a `TypeError`): it cannot
+//!   be asked to order a stream.
+//! - **No host access.** The argument gives device addresses ([`PyCudaTensorRef::as_ptr`],
+//!   [`PyCudaTensorMut::as_mut_ptr`]), never slices or array views.
+//!
+//! On the CPU machines of this project's suite, this path is tested with fake CUDA producers
+//! only (Python objects that report device (2, 0) and record the stream they are asked for):
+//! the stream handed to the producer, the stream reported, errors, deleters and refcounts. The
+//! handshake with torch on a real side stream is a test that runs where torch sees a GPU and has
+//! not run yet.
+//!
 //! ## Elements
 //! `T` is any [`dlbridge::Element`]: `bool`, integers, `f32`, `f64`, `half::f16`, `half::bf16`,
 //! `num_complex::Complex32`/`Complex64`. A `bool` argument's bytes are checked at extraction:
@@ -124,6 +172,8 @@ mod arguments;
 pub mod buffer_format;
 mod capsule;
 pub mod consumer;
+mod cuda_arguments;
+mod cuda_stream;
 mod errors;
 mod export;
 #[doc(hidden)]
@@ -135,6 +185,8 @@ pub mod producer;
 
 pub use arguments::{PyTensor, PyTensorMut, PyTensorRef, ANY_NDIM};
 pub use consumer::import::from_dlpack;
+pub use cuda_arguments::{PyCudaTensorMut, PyCudaTensorRef};
+pub use cuda_stream::CudaStream;
 pub use errors::to_py_err;
 pub use export::{Export, ExportedTensor};
 pub use immutable_type::make_immutable;

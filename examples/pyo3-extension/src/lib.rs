@@ -2,7 +2,10 @@
 //! through dlbridge-pyo3, without copying them (the tutorial is README.md).
 
 use dlbridge::{DataType, DataTypeCode, Order, Tensor};
-use dlbridge_pyo3::{to_py_err, Export, PyTensor, PyTensorMut, PyTensorRef};
+use dlbridge_pyo3::{
+    to_py_err, CudaStream, Export, PyCudaTensorMut, PyCudaTensorRef, PyTensor, PyTensorMut,
+    PyTensorRef,
+};
 use ndarray::{ArrayD, Axis};
 use num_complex::Complex64;
 use pyo3::exceptions::{PyTypeError, PyValueError};
@@ -165,6 +168,50 @@ fn is_complex(x: PyTensor<'_>) -> bool {
     x.dtype().code() == DataTypeCode::Complex
 }
 
+/// What a CUDA kernel launch on a tensor takes: device address of element 0, shape, strides (in
+/// elements), device ordinal and stream handle.
+type LaunchArgs = (usize, Vec<i64>, Vec<i64>, i32, usize);
+
+/// What a kernel reading a float32 CUDA tensor would be launched with, on the caller's stream.
+#[pyfunction]
+fn cuda_launch_args(x: PyCudaTensorRef<'_, f32>) -> LaunchArgs {
+    (
+        x.as_ptr() as usize,
+        x.shape().to_vec(),
+        x.strides().to_vec(),
+        x.device_id(),
+        x.stream().handle(),
+    )
+}
+
+/// What a kernel writing a 2-d float32 CUDA tensor in place would be launched with, on the
+/// caller's stream.
+#[pyfunction]
+fn cuda_launch_args_mut(mut x: PyCudaTensorMut<'_, f32, 2>) -> LaunchArgs {
+    let ptr = x.as_mut_ptr() as usize;
+    (
+        ptr,
+        x.shape().to_vec(),
+        x.strides().to_vec(),
+        x.device_id(),
+        x.stream().handle(),
+    )
+}
+
+/// What a kernel reading a float32 CUDA tensor would be launched with, on `stream` (the producer
+/// is asked to order its work before that stream).
+#[pyfunction]
+fn cuda_launch_args_on(x: &Bound<'_, PyAny>, stream: CudaStream) -> PyResult<LaunchArgs> {
+    let x = PyCudaTensorRef::<f32>::on_stream(x, stream)?;
+    Ok((
+        x.as_ptr() as usize,
+        x.shape().to_vec(),
+        x.strides().to_vec(),
+        x.device_id(),
+        x.stream().handle(),
+    ))
+}
+
 /// The extension module.
 #[pymodule]
 fn tensorops(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -181,5 +228,8 @@ fn tensorops(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(matvec, m)?)?;
     m.add_function(wrap_pyfunction!(fill_diagonal_, m)?)?;
     m.add_function(wrap_pyfunction!(info, m)?)?;
+    m.add_function(wrap_pyfunction!(cuda_launch_args, m)?)?;
+    m.add_function(wrap_pyfunction!(cuda_launch_args_mut, m)?)?;
+    m.add_function(wrap_pyfunction!(cuda_launch_args_on, m)?)?;
     Ok(())
 }

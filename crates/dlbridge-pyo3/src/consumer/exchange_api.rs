@@ -11,7 +11,9 @@
 use std::ffi::{c_int, c_void, CStr};
 use std::ptr;
 
-use dlbridge::ffi::{DLManagedTensorVersioned, DLPackExchangeAPI, DLPACK_MAJOR_VERSION};
+use dlbridge::ffi::{
+    DLManagedTensorVersioned, DLPackCurrentWorkStream, DLPackExchangeAPI, DLPACK_MAJOR_VERSION,
+};
 use dlbridge::{AsTensorView, DataTypeCode, ManagedTensor};
 use pyo3::exceptions::PyBufferError;
 use pyo3::ffi;
@@ -34,6 +36,9 @@ pub type FromPyObjectFn =
 pub struct ExchangeEntry {
     /// The type's `managed_tensor_from_py_object_no_sync`.
     pub from_py_object: FromPyObjectFn,
+    /// The type's `current_work_stream`: the stream the producer queues its work on, per device
+    /// (what a device argument launches on by default).
+    pub current_work_stream: DLPackCurrentWorkStream,
     /// Whether complex instances can carry a lazy conjugate bit (`is_conj()`, as torch tensors
     /// do). torch's exchange API exports such a tensor's memory without resolving the bit, which
     /// gives the conjugate values; its `__dlpack__` refuses the tensor instead.
@@ -98,12 +103,13 @@ pub(crate) fn probe(ty: &Bound<'_, PyType>) -> ExchangeApi {
         let Ok(value) = ty.getattr(name.bind(py)) else {
             continue;
         };
-        match read_table(&value)
-            .and_then(|entry| solid_base::check_entry(ty, entry as *const c_void).map(|()| entry))
-        {
-            Ok(from_py_object) => {
+        match read_table(&value).and_then(|entries| {
+            solid_base::check_entry(ty, entries.0 as *const c_void).map(|()| entries)
+        }) {
+            Ok((from_py_object, current_work_stream)) => {
                 return ExchangeApi::Usable(ExchangeEntry {
                     from_py_object,
+                    current_work_stream,
                     conj_bit: ty.hasattr("is_conj").unwrap_or(false),
                 })
             }
@@ -115,8 +121,11 @@ pub(crate) fn probe(ty: &Bound<'_, PyType>) -> ExchangeApi {
     refused.map_or(ExchangeApi::Nothing, ExchangeApi::Unusable)
 }
 
-/// The entry point of the table in `value`, or a description of what `value` is instead.
-fn read_table(value: &Bound<'_, PyAny>) -> Result<FromPyObjectFn, String> {
+/// The import entry point and `current_work_stream` of the table in `value`, or a description of
+/// what `value` is instead.
+fn read_table(
+    value: &Bound<'_, PyAny>,
+) -> Result<(FromPyObjectFn, DLPackCurrentWorkStream), String> {
     let Ok(capsule) = value.cast::<PyCapsule>() else {
         let ty = value.get_type();
         let name = ty.name().map(|n| n.to_string()).unwrap_or_default();
@@ -173,7 +182,7 @@ fn read_table(value: &Bound<'_, PyAny>) -> Result<FromPyObjectFn, String> {
         .into_iter()
         .find(|&(_, null)| null);
         match (missing, t.managed_tensor_from_py_object_no_sync) {
-            (None, Some(entry)) => Ok(entry),
+            (None, Some(entry)) => Ok((entry, t.current_work_stream)),
             (missing, _) => Err(format!(
                 "an exchange table whose required entry {} is NULL",
                 missing.map_or("managed_tensor_from_py_object_no_sync", |(n, _)| n)

@@ -14,7 +14,8 @@
 //! Whatever the route, a tensor whose [`ProducerType::requires_grad`] is true is to be marked
 //! read-only ([`dlbridge::ManagedTensor::mark_read_only`]).
 
-// The import route, one part per file: `capsule` (consuming capsules), `exchange_api` (producers'
+// The import route, one part per file: `capsule` (consuming capsules), `cuda_import` (CUDA
+// tensors ordered before a stream, for CUDA arguments), `exchange_api` (producers'
 // C exchange API tables) and `solid_base` (whether a table may be called on a type's instances),
 // `buffer` (the buffer-protocol route) and `numpy_array` (numpy arrays read in place), `autograd` (the requires-grad rule), `type_cache` (what
 // each producer type offers, learned once), `pybox` (per-call allocations) and `import`, which
@@ -22,10 +23,11 @@
 pub(crate) mod autograd;
 mod buffer;
 mod capsule;
+pub(crate) mod cuda_import;
 mod exchange_api;
 pub(crate) mod import;
 mod numpy_array;
-mod pybox;
+pub(crate) mod pybox;
 mod solid_base;
 mod type_cache;
 
