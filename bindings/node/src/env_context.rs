@@ -186,6 +186,12 @@ impl EnvContext {
         }
     }
 
+    /// Drops `hold` on a later turn of this environment's event loop, when no native call that
+    /// may use what it keeps alive is running any more; at once when the environment is going.
+    pub(crate) fn release_later(&self, hold: Box<dyn Send>) {
+        self.releases.post_hold(hold);
+    }
+
     /// Whether external ArrayBuffers are refused here by the test switch, which exists only in
     /// test builds (feature `test-hooks`), so that tests can exercise the copy fallback of
     /// runtimes like Electron on stock Node.

@@ -417,10 +417,23 @@ impl Tensor {
     /// allocation, a pinned typed array) is released unless typed arrays from `toTypedArray`,
     /// exports or other `Tensor` objects still hold it. Every later access but `closed` and
     /// `close` throws `ERR_DLBRIDGE_CLOSED`; closing again does nothing.
+    ///
+    /// A tensor once lent to another addon's call may be closed by JavaScript that call runs
+    /// (a getter of a later argument) while the loan is still in use: its hold then ends on a
+    /// later turn of the event loop, when no call is running any more.
     #[napi]
-    pub fn close(&self) {
-        let released = self.shared.try_borrow_mut().ok().and_then(|mut s| s.take());
-        drop(released);
+    pub fn close(&self, env: Env) -> napi::Result<()> {
+        let Some(released) = self.shared.try_borrow_mut().ok().and_then(|mut s| s.take()) else {
+            return Ok(());
+        };
+        if self.loan.get().is_some() {
+            EnvContext::of(Scope::new(&env))
+                .or_throw(&env)?
+                .release_later(Box::new(released));
+        } else {
+            drop(released);
+        }
+        Ok(())
     }
 
     /// Exports the tensor as a DLPack managed-tensor pointer (BigInt) for another native

@@ -53,7 +53,11 @@
 //!
 //! Extraction runs none of the caller's JavaScript (no property read, no getter; the first
 //! crossing of a `Tensor` over JS memory runs the `dlbridge` package's own code) and never
-//! copies. A typed array costs one Node-API call. A tensor object costs a type-tag check and an
+//! copies. Later arguments may run some (napi-rs reads a `#[napi(object)]` through its
+//! getters): a `Tensor` taken before stays alive for the call even if that code closes it. A
+//! typed array taken before does not, as for napi-rs's own typed-array arguments: a getter that
+//! detaches its buffer (transfers it) leaves the argument dangling, so put typed-array arguments
+//! after any argument whose conversion runs JavaScript. A typed array costs one Node-API call. A tensor object costs a type-tag check and an
 //! unwrap (two private-property lookups in V8) the first time; each thread remembers the last
 //! four it took, by a weak reference, so that a tensor passed again costs one identity
 //! comparison, then the loan and its validation.

@@ -17,7 +17,11 @@
 //! producer's native code owns. A loan is a managed tensor that the producer owns, without a
 //! deleter ([`TensorLoan`](crate::TensorLoan)): no allocation, nothing to release. It is valid
 //! for the consumer's call, because the object that holds the tensor (and, through it, the
-//! memory) is an argument of that call, and no JavaScript runs before it returns. A consumer
+//! memory) is an argument of that call. The call may still run JavaScript after the loan (a
+//! getter of a later argument, such as a `#[napi(object)]` options object), which may close the
+//! tensor: a producer therefore keeps a tensor it has lent alive until its environment's event
+//! loop turns again, when no call is running (the `dlbridge` package releases a closed, lent
+//! tensor through its release queue). A consumer
 //! that keeps the tensor beyond its call (`JsTensor::into_tensor`) calls `export` instead.
 //! Producers of version 1 have no `lend`: their tensors are exported for every call.
 //!

@@ -19,6 +19,23 @@ pub fn scale(mut x: JsTensorMut<'_, f32>, k: f64) -> napi::Result<()> {
     Ok(())
 }
 
+/// Options of `scaleBy`: napi-rs reads them after the tensor, so their getters run while the
+/// tensor is already taken.
+#[napi(object)]
+pub struct Scaling {
+    /// The factor every element is multiplied by.
+    pub factor: f64,
+}
+
+/// Multiplies every element of a writable float32 tensor by `options.factor`, in place: a
+/// tensor argument followed by an options object.
+#[napi]
+pub fn scale_by(mut x: JsTensorMut<'_, f32>, options: Scaling) -> napi::Result<()> {
+    x.as_array_mut()?
+        .mapv_inplace(|v| v * options.factor as f32);
+    Ok(())
+}
+
 /// `x += y` for float32 tensors of one shape.
 #[napi(js_name = "add_")]
 pub fn add(mut x: JsTensorMut<'_, f32>, y: JsTensorRef<'_, f32>) -> napi::Result<()> {

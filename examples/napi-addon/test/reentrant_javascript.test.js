@@ -1,10 +1,11 @@
 'use strict';
-// A dlbridge Tensor over JS memory crossing into this addon for the first time, while user code
-// has put properties and getters on Object.prototype. The crossing makes the tensor's native
-// twin from options of its own: no inherited property changes the twin, and no getter of the
-// caller's runs while the call converts its arguments (it could close or detach an argument
-// taken before). Each case runs in a child process, which a use after free would kill. Run
-// with node --test --expose-gc.
+// JavaScript that runs while this addon converts its arguments: a getter of a later argument
+// (an options object), or one that user code put on Object.prototype while a dlbridge Tensor
+// over JS memory crosses for the first time. Such code may close or detach an argument taken
+// before: a tensor lent to the call stays alive until the call returns, a first crossing runs
+// none of the caller's code, and no inherited property changes a tensor's native twin. Each
+// case runs in a child process, which a use after free would kill. Run with node --test
+// --expose-gc.
 
 const assert = require('node:assert/strict');
 const { spawnSync } = require('node:child_process');
@@ -101,4 +102,31 @@ console.log(JSON.stringify({ ran, crossing, own }));
     crossing: 'ERR_DLBRIDGE_MEMORY_GONE',
     own: 'ERR_DLBRIDGE_CLOSED',
   });
+});
+
+test('a lent tensor closed by a getter of a later argument stays alive until the call returns', () => {
+  const { status, signal, out } = child(`
+const x = dl.empty([N]);
+const before = dl.diagnostics().liveTensors;
+ops.scaleBy(x, { get factor() { ran = true; x.close(); global.gc(); global.gc(); return 3; } });
+const during = dl.diagnostics().liveTensors;
+setTimeout(() => {
+  const after = dl.diagnostics().liveTensors;
+  console.log(JSON.stringify({ ran, closed: x.closed, kept: during === before, released: after === before - 1 }));
+}, 50);
+`);
+  assert.equal(signal, null, out);
+  assert.equal(status, 0, out);
+  assert.deepEqual(JSON.parse(out.trim().split('\n').pop()), { ran: true, closed: true, kept: true, released: true });
+});
+
+test('a tensor over JS memory closed by a getter of a later argument stays alive until the call returns', () => {
+  const { status, signal, out } = child(`
+let x = dl.fromTypedArray(new Float32Array(N).fill(2), { shape: [N] });
+ops.scaleBy(x, { get factor() { ran = true; x.close(); x = null; global.gc(); global.gc(); return 3; } });
+console.log(JSON.stringify({ ran }));
+`);
+  assert.equal(signal, null, out);
+  assert.equal(status, 0, out);
+  assert.deepEqual(JSON.parse(out.trim().split('\n').pop()), { ran: true });
 });
