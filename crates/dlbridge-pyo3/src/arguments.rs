@@ -478,36 +478,11 @@ impl<'py, T: Element, const NDIM: usize, const C: bool> Deref for PyTensorRef<'p
     }
 }
 
-/// A writable argument reads as a read-only one: `as_slice`, `as_array` and `get` are
-/// [`PyTensorRef`]'s (as rust-numpy's `PyReadwriteArray` derefs to `PyReadonlyArray`), and
-/// [`PyTensor`]'s methods follow through it.
-impl<'py, T: Element, const NDIM: usize, const C: bool> Deref for PyTensorMut<'py, T, NDIM, C> {
-    type Target = PyTensorRef<'py, T, NDIM, C>;
+writable_reads_as_read_only!(
+    /// A writable argument reads as a read-only one: `as_slice`, `as_array` and `get` are
+    /// [`PyTensorRef`]'s, and [`PyTensor`]'s methods follow through it.
+    PyTensorMut => PyTensorRef
+);
 
-    #[inline]
-    fn deref(&self) -> &PyTensorRef<'py, T, NDIM, C> {
-        // SAFETY: both types are `repr(transparent)` over the same `Typed` (their other field is
-        // a zero-sized marker of the same `T`), so the layouts are identical; the reference
-        // keeps `self`'s lifetime, and a `PyTensorRef` only reads.
-        unsafe { &*(self as *const Self).cast::<PyTensorRef<'py, T, NDIM, C>>() }
-    }
-}
-
-/// The pyo3 extraction of a typed argument type, through its `new`.
-macro_rules! typed_argument_conversions {
-    ($name:ident) => {
-        impl<'a, 'py, T: Element, const NDIM: usize, const C: bool> FromPyObject<'a, 'py>
-            for $name<'py, T, NDIM, C>
-        {
-            type Error = PyErr;
-
-            #[inline]
-            fn extract(obj: Borrowed<'a, 'py, PyAny>) -> PyResult<Self> {
-                $name::new(&obj).map_err(|err| argument_error(obj.py(), err))
-            }
-        }
-    };
-}
-
-typed_argument_conversions!(PyTensorRef);
-typed_argument_conversions!(PyTensorMut);
+argument_from_py_object!(PyTensorRef);
+argument_from_py_object!(PyTensorMut);

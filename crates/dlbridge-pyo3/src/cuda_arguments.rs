@@ -1,14 +1,11 @@
 //! CUDA tensor arguments for `#[pyfunction]`s: [`PyCudaTensorRef`] and [`PyCudaTensorMut`]
 //! (typed, checked at extraction), each with the stream to launch on.
 
-use std::fmt::Write as _;
 use std::marker::PhantomData;
 use std::ops::Deref;
 
 use dlbridge::borrow_registry::RangeBorrow;
-use dlbridge::{
-    ArgumentSpec, AsTensorView, DeviceType, Element, Order, TensorView, UnmetRequirement,
-};
+use dlbridge::{ArgumentSpec, AsTensorView, DeviceType, Element, TensorView, UnmetRequirement};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 
@@ -89,18 +86,7 @@ impl<'py> OnStream<'py> {
 /// "writable C-contiguous 2-d float32 CUDA tensor": what `spec` accepts on CUDA for element type
 /// `T`, for messages.
 fn expected<T: Element>(spec: ArgumentSpec) -> String {
-    let mut text = String::new();
-    if spec.writable {
-        text.push_str("writable ");
-    }
-    if spec.c_contiguous {
-        text.push_str("C-contiguous ");
-    }
-    if spec.ndim != ANY_NDIM {
-        let _ = write!(text, "{}-d ", spec.ndim);
-    }
-    let _ = write!(text, "{} CUDA tensor", T::DTYPE);
-    text
+    spec.expected_on::<T>("CUDA")
 }
 
 /// "a …" or "an …".
@@ -119,19 +105,7 @@ fn check<T: Element>(view: &TensorView<'_>, spec: ArgumentSpec) -> Result<(), Un
     if view.device().kind != DeviceType::Cuda {
         return Err(UnmetRequirement::Device);
     }
-    if spec.ndim != ANY_NDIM && view.ndim() != spec.ndim {
-        return Err(UnmetRequirement::Ndim);
-    }
-    if spec.writable && view.is_read_only() {
-        return Err(UnmetRequirement::ReadOnly);
-    }
-    if spec.c_contiguous && !view.is_contiguous(Order::C) {
-        return Err(UnmetRequirement::Layout);
-    }
-    if view.size() > 0 && (view.data_ptr() as usize) % std::mem::align_of::<T>() != 0 {
-        return Err(UnmetRequirement::Alignment);
-    }
-    Ok(())
+    spec.check_layout::<T>(view)
 }
 
 /// The error for `obj`, which is not on CUDA: imported the plain way (never on a stream, never
@@ -306,35 +280,11 @@ impl<'py, T: Element, const NDIM: usize, const C: bool> Deref for PyCudaTensorRe
     }
 }
 
-/// A writable CUDA argument reads as a read-only one: `as_ptr`, `stream` and `device_id` are
-/// [`PyCudaTensorRef`]'s, and [`PyTensor`]'s methods follow through it.
-impl<'py, T: Element, const NDIM: usize, const C: bool> Deref for PyCudaTensorMut<'py, T, NDIM, C> {
-    type Target = PyCudaTensorRef<'py, T, NDIM, C>;
+writable_reads_as_read_only!(
+    /// A writable CUDA argument reads as a read-only one: `as_ptr`, `stream` and `device_id`
+    /// are [`PyCudaTensorRef`]'s, and [`PyTensor`]'s methods follow through it.
+    PyCudaTensorMut => PyCudaTensorRef
+);
 
-    #[inline]
-    fn deref(&self) -> &PyCudaTensorRef<'py, T, NDIM, C> {
-        // SAFETY: both types are `repr(transparent)` over the same `OnStream` (their other field
-        // is a zero-sized marker of the same `T`), so the layouts are identical; the reference
-        // keeps `self`'s lifetime, and a `PyCudaTensorRef` gives no write access.
-        unsafe { &*(self as *const Self).cast::<PyCudaTensorRef<'py, T, NDIM, C>>() }
-    }
-}
-
-/// The pyo3 extraction of a CUDA argument type, through its `new`.
-macro_rules! cuda_argument_conversions {
-    ($name:ident) => {
-        impl<'a, 'py, T: Element, const NDIM: usize, const C: bool> FromPyObject<'a, 'py>
-            for $name<'py, T, NDIM, C>
-        {
-            type Error = PyErr;
-
-            #[inline]
-            fn extract(obj: Borrowed<'a, 'py, PyAny>) -> PyResult<Self> {
-                $name::new(&obj).map_err(|err| argument_error(obj.py(), err))
-            }
-        }
-    };
-}
-
-cuda_argument_conversions!(PyCudaTensorRef);
-cuda_argument_conversions!(PyCudaTensorMut);
+argument_from_py_object!(PyCudaTensorRef);
+argument_from_py_object!(PyCudaTensorMut);

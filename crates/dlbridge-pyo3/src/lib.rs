@@ -167,6 +167,8 @@
 // built on this crate's raw CPython layer (`ffi`: every item `pyo3::ffi` lacks for the 3.11
 // limited API), its dtype ↔ buffer-format table and its interned names; they are not for users.
 mod argument_errors;
+#[macro_use]
+mod argument_traits;
 mod arguments;
 #[doc(hidden)]
 pub mod buffer_format;

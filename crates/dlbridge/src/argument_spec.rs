@@ -74,6 +74,16 @@ impl ArgumentSpec {
         if !view.device().kind.is_host_accessible() {
             return Err(UnmetRequirement::Device);
         }
+        self.check_layout::<T>(view)?;
+        // A bool tensor whose bytes are not all 0 or 1 is not a `[bool]`.
+        view.check_values::<T>().map_err(UnmetRequirement::Values)
+    }
+
+    /// The checks of [`check`](Self::check) that read nothing of the memory, for arguments on
+    /// any device once dtype and device are checked: ndim, read-only-ness, layout, alignment of
+    /// element 0 (non-empty tensors).
+    #[inline]
+    pub fn check_layout<T: Element>(&self, view: &TensorView<'_>) -> Result<(), UnmetRequirement> {
         if self.ndim != ANY_NDIM && view.ndim() != self.ndim {
             return Err(UnmetRequirement::Ndim);
         }
@@ -86,13 +96,18 @@ impl ArgumentSpec {
         if view.size() > 0 && (view.data_ptr() as usize) % std::mem::align_of::<T>() != 0 {
             return Err(UnmetRequirement::Alignment);
         }
-        // A bool tensor whose bytes are not all 0 or 1 is not a `[bool]`.
-        view.check_values::<T>().map_err(UnmetRequirement::Values)
+        Ok(())
     }
 
     /// "writable C-contiguous 2-d float32 CPU tensor": what the spec accepts for element type
     /// `T`, for messages.
     pub fn expected<T: Element>(&self) -> String {
+        self.expected_on::<T>("CPU")
+    }
+
+    /// What the spec accepts for element type `T` on `device` ("CUDA": "writable 2-d float32
+    /// CUDA tensor"), for messages of arguments on other devices.
+    pub fn expected_on<T: Element>(&self, device: &str) -> String {
         let mut text = String::new();
         if self.writable {
             text.push_str("writable ");
@@ -103,7 +118,7 @@ impl ArgumentSpec {
         if self.ndim != ANY_NDIM {
             let _ = write!(text, "{}-d ", self.ndim);
         }
-        let _ = write!(text, "{} CPU tensor", T::DTYPE);
+        let _ = write!(text, "{} {device} tensor", T::DTYPE);
         text
     }
 }

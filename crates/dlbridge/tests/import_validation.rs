@@ -7,6 +7,11 @@ use common::{count, legacy, versioned, Fields};
 use dlbridge::ffi::*;
 use dlbridge::{DataType, Device, DeviceType, Error, Flags, ManagedTensor, Order, Tensor};
 
+/// A DLPack data type of `lanes` lanes of `bits` bits of type code `code`.
+fn dl_dtype(code: u8, bits: u8, lanes: u16) -> DLDataType {
+    DLDataType { code, bits, lanes }
+}
+
 /// Imports `f` as versioned; returns the result's error (if any) after checking the deleter ran
 /// exactly once by the time the tensor (if any) is dropped.
 fn import_err(f: &Fields) -> Option<Error> {
@@ -132,17 +137,9 @@ fn null_data_with_elements_is_rejected_but_allowed_when_empty() {
 #[test]
 fn unknown_dtype_code_bits_and_lanes_are_rejected() {
     let mut f = Fields::f32(&[2]);
-    f.dtype = DLDataType {
-        code: 18,
-        bits: 8,
-        lanes: 1,
-    };
+    f.dtype = dl_dtype(18, 8, 1);
     assert_eq!(import_err(&f), Some(Error::UnknownDtypeCode(18)));
-    f.dtype = DLDataType {
-        code: kDLFloat,
-        bits: 12,
-        lanes: 1,
-    };
+    f.dtype = dl_dtype(kDLFloat, 12, 1);
     assert_eq!(
         import_err(&f),
         Some(Error::InvalidDtypeBits {
@@ -151,11 +148,7 @@ fn unknown_dtype_code_bits_and_lanes_are_rejected() {
             bits: 12
         })
     );
-    f.dtype = DLDataType {
-        code: kDLBool,
-        bits: 8,
-        lanes: 2,
-    };
+    f.dtype = dl_dtype(kDLBool, 8, 2);
     assert_eq!(
         import_err(&f),
         Some(Error::UnsupportedLanes {
@@ -163,11 +156,7 @@ fn unknown_dtype_code_bits_and_lanes_are_rejected() {
             lanes: 2
         })
     );
-    f.dtype = DLDataType {
-        code: kDLFloat,
-        bits: 32,
-        lanes: 0,
-    };
+    f.dtype = dl_dtype(kDLFloat, 32, 0);
     assert_eq!(
         import_err(&f),
         Some(Error::UnsupportedLanes {
@@ -203,11 +192,7 @@ fn strides_overflowing_the_address_space_are_rejected() {
 #[test]
 fn strided_packed_subbyte_data_is_rejected() {
     let mut f = Fields::f32(&[4, 4]);
-    f.dtype = DLDataType {
-        code: kDLFloat4_e2m1fn,
-        bits: 4,
-        lanes: 1,
-    };
+    f.dtype = dl_dtype(kDLFloat4_e2m1fn, 4, 1);
     f.strides = Some(vec![1, 4]);
     assert!(matches!(import_err(&f), Some(Error::UnsupportedLayout(_))));
     f.strides = None;
@@ -251,11 +236,7 @@ fn packed_span_is_the_bytes_the_elements_occupy() {
     }
     // 2^51 elements of 65281 bits: the element count fits, the bytes they occupy do not.
     let mut f = Fields::f32(&[1 << 51]);
-    f.dtype = DLDataType {
-        code: kDLUInt,
-        bits: 1,
-        lanes: 65281,
-    };
+    f.dtype = dl_dtype(kDLUInt, 1, 65281);
     f.data_len = 8;
     let err = import_err(&f);
     assert!(matches!(err, Some(Error::ShapeOverflow { .. })), "{err:?}");
@@ -267,11 +248,7 @@ fn packed_span_is_the_bytes_the_elements_occupy() {
 fn packed_nbytes_of_huge_tensors_do_not_overflow() {
     let mut f = Fields::f32(&[1, 1]);
     f.shape = vec![1 << 62, 1];
-    f.dtype = DLDataType {
-        code: kDLInt,
-        bits: 4,
-        lanes: 1,
-    };
+    f.dtype = dl_dtype(kDLInt, 4, 1);
     f.data_len = 8;
     let (ptr, deletions) = versioned(&f);
     // SAFETY: fresh fake tensor; nothing below reads its data.

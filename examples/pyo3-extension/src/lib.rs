@@ -172,16 +172,19 @@ fn is_complex(x: PyTensor<'_>) -> bool {
 /// elements), device ordinal and stream handle.
 type LaunchArgs = (usize, Vec<i64>, Vec<i64>, i32, usize);
 
+/// The launch arguments of CUDA argument `x` whose element 0 is at device address `ptr`.
+fn launch_args<const NDIM: usize, const C: bool>(
+    x: &PyCudaTensorRef<'_, f32, NDIM, C>,
+    ptr: usize,
+) -> LaunchArgs {
+    let (shape, strides) = (x.shape().to_vec(), x.strides().to_vec());
+    (ptr, shape, strides, x.device_id(), x.stream().handle())
+}
+
 /// What a kernel reading a float32 CUDA tensor would be launched with, on the caller's stream.
 #[pyfunction]
 fn cuda_launch_args(x: PyCudaTensorRef<'_, f32>) -> LaunchArgs {
-    (
-        x.as_ptr() as usize,
-        x.shape().to_vec(),
-        x.strides().to_vec(),
-        x.device_id(),
-        x.stream().handle(),
-    )
+    launch_args(&x, x.as_ptr() as usize)
 }
 
 /// What a kernel writing a 2-d float32 CUDA tensor in place would be launched with, on the
@@ -189,13 +192,7 @@ fn cuda_launch_args(x: PyCudaTensorRef<'_, f32>) -> LaunchArgs {
 #[pyfunction]
 fn cuda_launch_args_mut(mut x: PyCudaTensorMut<'_, f32, 2>) -> LaunchArgs {
     let ptr = x.as_mut_ptr() as usize;
-    (
-        ptr,
-        x.shape().to_vec(),
-        x.strides().to_vec(),
-        x.device_id(),
-        x.stream().handle(),
-    )
+    launch_args(&x, ptr)
 }
 
 /// What a kernel reading a float32 CUDA tensor would be launched with, on `stream` (the producer
@@ -203,13 +200,7 @@ fn cuda_launch_args_mut(mut x: PyCudaTensorMut<'_, f32, 2>) -> LaunchArgs {
 #[pyfunction]
 fn cuda_launch_args_on(x: &Bound<'_, PyAny>, stream: CudaStream) -> PyResult<LaunchArgs> {
     let x = PyCudaTensorRef::<f32>::on_stream(x, stream)?;
-    Ok((
-        x.as_ptr() as usize,
-        x.shape().to_vec(),
-        x.strides().to_vec(),
-        x.device_id(),
-        x.stream().handle(),
-    ))
+    Ok(launch_args(&x, x.as_ptr() as usize))
 }
 
 /// The extension module.
