@@ -13,7 +13,6 @@ use std::ffi::c_void;
 use std::ptr::NonNull;
 
 use crate::node_api::{Handle, RawEnv, Reference, Scope};
-use crate::tensor_handle::TensorHandle;
 
 /// Entries per thread: the tensor arguments of a call or two.
 const SLOTS: usize = 4;
@@ -24,8 +23,8 @@ struct Entry {
     env: RawEnv,
     /// Weak reference to the object.
     object: Reference,
-    /// The header its full check found.
-    header: NonNull<TensorHandle>,
+    /// The pointer it wraps, as its full check found it (the protocol's header).
+    header: NonNull<c_void>,
 }
 
 /// This thread's entries.
@@ -50,9 +49,10 @@ thread_local! {
     static HOOKED: RefCell<Vec<usize>> = const { RefCell::new(Vec::new()) };
 }
 
-/// The header of `value` if it is one of the tensor objects this thread took last.
+/// The pointer `value` wraps (its header) if it is one of the tensor objects this thread took
+/// last.
 #[inline]
-pub(crate) fn find(value: Handle<'_>) -> Option<NonNull<TensorHandle>> {
+pub(crate) fn find(value: Handle<'_>) -> Option<NonNull<c_void>> {
     let scope = value.scope();
     RECENT.with(|recent| {
         let first = recent.last_found.get();
@@ -74,7 +74,7 @@ pub(crate) fn find(value: Handle<'_>) -> Option<NonNull<TensorHandle>> {
 }
 
 /// Remembers that `value`, which passed the full check, wraps `header`.
-pub(crate) fn remember(value: Handle<'_>, header: NonNull<TensorHandle>) {
+pub(crate) fn remember(value: Handle<'_>, header: NonNull<c_void>) {
     let scope = value.scope();
     if !hooked(scope) {
         return;

@@ -292,10 +292,10 @@ impl TakenTensor<'_> {
 /// tensor fails validation.
 pub(crate) fn take_tensor_object<'env>(value: Handle<'env>) -> Result<Option<TakenTensor<'env>>> {
     let handle = match recent_objects::find(value) {
-        Some(handle) => handle,
+        Some(handle) => handle.cast::<TensorHandle>(),
         None => match tensor_object_header(value)? {
             Some(handle) => {
-                recent_objects::remember(value, handle);
+                recent_objects::remember(value, handle.cast());
                 handle
             }
             None => return Ok(None),
