@@ -14,6 +14,12 @@ export DLBRIDGE_CACHE
 # every process of the suite would compile torch's modules again.
 unset PYTHONDONTWRITEBYTECODE
 
+# Crates built outside the workspaces (cargo package's verification, the documentation's tutorial
+# crates, which share their units in target/registry-build) have no profile of ours: they get the
+# workspaces' line-table debug information too, a fifth less build time than full debug
+# information (CARGO_PROFILE_DEV_DEBUG=full for a debugger's view of variables).
+export CARGO_PROFILE_DEV_DEBUG=${CARGO_PROFILE_DEV_DEBUG:-line-tables-only}
+
 # log MSG...: progress and errors go to stderr, so stdout stays for results.
 log() { printf '==> [%(%H:%M:%S)T] %s\n' -1 "$*" >&2; }
 
