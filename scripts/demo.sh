@@ -4,7 +4,7 @@
 # (examples/demo/journey.py).
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
-need toolchains julia libdlbridge python_overlay node_addon mojo_programs
+need toolchains julia libdlbridge python_overlay node_addon mojo_hop
 cd "$REPO_ROOT"
 use_frontends
 # The embedded Julia hop: dlbridge.julia (Julia embedded in Python through jlrs).

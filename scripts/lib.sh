@@ -212,6 +212,14 @@ use_overlay() {
   export PYTHONPATH=$PYTHON_OVERLAY${PYTHONPATH:+:$PYTHONPATH}
 }
 
+# use_mojo: puts the cached Mojo toolchain's bin first on PATH (it holds `mojo` and the crash
+# handler mojo looks for there).
+use_mojo() {
+  local mojo_venv
+  mojo_venv=$(ensure_venv mojo "$REPO_ROOT/requirements/mojo.txt")
+  export PATH=$mojo_venv/bin:$PATH
+}
+
 # use_frontends: exports what running every frontend needs, for the demo and the matrix:
 # DLBRIDGE_LIB, JULIA_DEPOT_PATH, MOJO_PYTHON, PYTHONPATH with the overlay, PATH with mojo, and
 # DLBRIDGE_JULIA_PACKAGE; sets PYTHON_VENV and JULIA. The artifacts must be built (`need`).
@@ -223,9 +231,7 @@ use_frontends() {
   export JULIA_DEPOT_PATH=$DLBRIDGE_CACHE/julia-depot
   export DLBRIDGE_JULIA_PACKAGE=$REPO_ROOT/bindings/julia/DLBridge
   export MOJO_PYTHON=$PYTHON_VENV/bin/python
-  local mojo_venv
-  mojo_venv=$(ensure_venv mojo "$REPO_ROOT/requirements/mojo.txt")
-  export PATH=$mojo_venv/bin:$PATH
+  use_mojo
 }
 
 # matrix_c_programs: the C side of the cross-language matrix (tests/matrix/agents/c, C11, warnings

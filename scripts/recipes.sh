@@ -44,13 +44,14 @@ rust_tests() {
   DLPACK_INCLUDE_DIR=$(scripts/dlpack-include.sh) cargo test --workspace --locked --no-run
 }
 
-# libdlbridge (debug for the C test, release for the frontends) and the Node addon's library with
-# the test switches, in one release cargo run: the crates they share, and the proc macros,
-# compile once.
+# libdlbridge in release mode, for the frontends, and the Node addon's library with the test
+# switches, in one cargo run: the crates they share, and the proc macros, compile once.
 libdlbridge() {
-  cargo build --locked -p dlbridge-capi
   cargo build --locked --release -p dlbridge-capi -p dlbridge-node "${NODE_TEST_FEATURES[@]}"
 }
+
+# libdlbridge in the dev profile, for the C test program (debug assertions on).
+libdlbridge_debug() { cargo build --locked -p dlbridge-capi; }
 
 # The dlbridge wheel with the cargo feature `testing` (`dlbridge._dlbridge._testing`, the suites'
 # counting and malformed producers, which shipped wheels never have) and the dlbridge.julia wheel
@@ -173,17 +174,21 @@ crate_packages() {
   cp "$verify_target"/package/*.crate "$TARGET_DIR/package/"
 }
 
-# The Mojo programs, each compiled once per change of its sources (scripts/mojo-build.sh): the
-# test runner (bindings/mojo/tests/runner.mojo: every suite of tests and tests-device in one
-# binary), the matrix's agent and the demo's hop.
+# The Mojo programs of the tests, each compiled once per change of its sources
+# (scripts/mojo-build.sh): the test runner (bindings/mojo/tests/runner.mojo: every suite of tests
+# and tests-device in one binary) and the matrix's agent.
 mojo_programs() {
-  local venv
-  venv=$(ensure_venv mojo requirements/mojo.txt)
-  export PATH=$venv/bin:$PATH
+  use_mojo
   scripts/mojo-build.sh "$MOJO_TEST_RUNNER" bindings/mojo/tests/runner.mojo \
     -I bindings/mojo -I bindings/mojo/tests-device
   scripts/mojo-build.sh "$TARGET_DIR/matrix/mojo-agent" tests/matrix/agents/mojo/agent.mojo \
     -I bindings/mojo
+}
+
+# The demo's Mojo hop (examples/demo/hop_mojo.mojo), on its own: the demo needs no other Mojo
+# program.
+mojo_hop() {
+  use_mojo
   scripts/mojo-build.sh "$MOJO_DEMO_HOP" examples/demo/hop_mojo.mojo -I bindings/mojo
 }
 

@@ -4,7 +4,7 @@
 # memory errors). Output goes to target/capi-test/ (under CARGO_TARGET_DIR when set).
 # shellcheck source-path=SCRIPTDIR source=../lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
-need toolchains libdlbridge
+need toolchains libdlbridge_debug
 
 cd "$REPO_ROOT"
 capi=crates/dlbridge-capi
