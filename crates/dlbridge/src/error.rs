@@ -153,6 +153,23 @@ pub enum Error {
         /// What is wrong.
         reason: String,
     },
+    /// Stream order was asked for a tensor on a device without CUDA streams.
+    #[error("tensor is on device {0}; stream order is supported for CUDA devices (cuda, cuda_host, cuda_managed) only")]
+    StreamsUnsupported(String),
+    /// A CUDA tensor needs the CUDA driver, and this process has not loaded it (so it holds no
+    /// CUDA memory of its own making).
+    #[error("this process has not loaded the CUDA driver (libcuda.so.1)")]
+    CudaDriverNotLoaded,
+    /// A CUDA driver call failed.
+    #[error("CUDA driver call {call} failed with {name} ({code})")]
+    CudaDriver {
+        /// The driver function.
+        call: &'static str,
+        /// Its `CUresult`.
+        code: i32,
+        /// The driver's name for the code.
+        name: String,
+    },
     /// Allocation of the requested size failed.
     #[error("cannot allocate {0} bytes")]
     AllocationFailed(usize),

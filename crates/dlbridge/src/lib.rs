@@ -11,6 +11,8 @@
 //! - [`export`]: hand any [`AsTensorView`] out as a versioned or legacy managed tensor.
 //! - Copies ([`TensorView::to_contiguous`]) turn any strided layout into C or F order.
 //! - `ndarray_interop` (feature `ndarray`): ndarray views of tensors, owned arrays as tensors.
+//! - [`stream_order`]: CUDA stream order for tensors handed over with work still queued
+//!   ([`Tensor::mark_ready_on`], [`Tensor::order_stream`]), through the driver the process loaded.
 //! - [`shm`]: shared-memory segments for runtimes that cannot share a process.
 //! - For extension crates (pyo3, napi-rs): [`ArgumentSpec`] checks a typed tensor argument and
 //!   says which requirement it fails, [`TensorView::describe`] names the offending value, and
@@ -35,6 +37,7 @@ mod bool_values;
 pub mod borrow_registry;
 pub mod buffer;
 pub mod copy;
+mod cuda_driver;
 mod description;
 pub mod device;
 pub mod dtype;
@@ -50,6 +53,7 @@ mod managed;
 pub mod ndarray_interop;
 #[cfg(unix)]
 pub mod shm;
+pub mod stream_order;
 mod tensor;
 mod validate;
 mod view;

@@ -11,6 +11,7 @@ use crate::error::{Error, Result};
 use crate::flags::Flags;
 use crate::layout::{self, Order};
 use crate::managed::ManagedTensor;
+use crate::stream_order::{self, ReadyMark};
 use crate::view::{AsTensorView, TensorView};
 use crate::{Device, MAX_NDIM};
 
@@ -25,6 +26,7 @@ pub struct Tensor {
     dtype: DataType,
     device: Device,
     flags: Flags,
+    ready: ReadyMark,
     _owner: Box<dyn Any + Send + Sync>,
 }
 
@@ -109,6 +111,7 @@ impl Tensor {
             dtype,
             device,
             flags,
+            ready: ReadyMark::default(),
             _owner: owner,
         })
     }
@@ -316,7 +319,40 @@ impl Tensor {
             dtype,
             device,
             flags,
+            ready: ReadyMark::default(),
             _owner: Box::new(managed),
+        }
+    }
+
+    /// Says that the data is ready once the work queued so far on `stream` of the tensor's CUDA
+    /// device is done (1 and 2 are the legacy and per-thread default streams, as in DLPack):
+    /// records an event there, replacing any earlier one, and returns at once. Consumers then call
+    /// [`Tensor::order_stream`] with their own stream. [`Error::StreamsUnsupported`] off CUDA.
+    pub fn mark_ready_on(&self, stream: usize) -> Result<()> {
+        self.ready.record(self.device, stream)
+    }
+
+    /// Makes work queued later on `stream` wait until the point given to
+    /// [`Tensor::mark_ready_on`] is reached; nothing to wait for if none was given. Returns at
+    /// once. [`Error::StreamsUnsupported`] off CUDA.
+    pub fn order_stream(&self, stream: usize) -> Result<()> {
+        self.ready.order(self.device, stream)
+    }
+
+    /// Blocks until the data can be read on the host: at once for CPU memory; for CUDA memory the
+    /// host can read (`cuda_host`, `cuda_managed`), until the point given to
+    /// [`Tensor::mark_ready_on`], or until the whole device is idle if none was given.
+    /// [`Error::NotOnCpu`] for memory the host cannot read.
+    pub fn wait_for_host(&self) -> Result<()> {
+        match self.device.kind {
+            crate::DeviceType::Cpu => Ok(()),
+            crate::DeviceType::CudaHost | crate::DeviceType::CudaManaged => {
+                match self.ready.event() {
+                    Some(event) => event.wait(),
+                    None => stream_order::synchronize_device(self.device),
+                }
+            }
+            _ => Err(Error::NotOnCpu(self.device.to_string())),
         }
     }
 
