@@ -21,9 +21,10 @@ from helpers import Forwarding
 TESTS = os.path.dirname(os.path.abspath(__file__))
 DOC = os.path.join(TESTS, "..", "..", "..", "docs", "conformance.md")
 
-# Checks no numpy wrapper can pass or fail: numpy has no asynchronous queue and publishes no
-# C exchange API table.
-NOT_APPLICABLE = {"producer.stream.synchronized", "producer.exchange_api.table"}
+# Checks no numpy wrapper can pass or fail: numpy has no asynchronous queue, no CUDA streams,
+# and publishes no C exchange API table.
+CUDA_STREAMS = {"producer.stream.ordered", "producer.stream.copy_on_stream", "consumer.stream.passes"}
+NOT_APPLICABLE = {"producer.stream.synchronized", "producer.exchange_api.table"} | CUDA_STREAMS
 
 
 class WrapperAdapter(NumpyAdapter):
@@ -139,7 +140,7 @@ def test_dlbridge_passes_every_check_including_its_exchange_api_table():
     report = conformance.check(conformance.adapters["dlbridge"], isolated=False)
     assert report.failures == []
     assert "producer.exchange_api.table" in report.passed
-    assert set(report.skipped) == {"producer.stream.synchronized"}
+    assert set(report.skipped) == {"producer.stream.synchronized"} | CUDA_STREAMS
     assert dlbridge.diagnostics()["exports"] == 0
 
 
@@ -409,7 +410,9 @@ def test_numpy_refuses_a_stream_on_the_cpu_and_torch_accepts_minus_one():
     assert "producer.stream.cpu_refuses" in numpy.passed
     pytest.importorskip("torch")
     # In-process: forking a process whose torch (or jax) threads are running risks a deadlock.
-    torch = conformance.check(conformance.adapters["torch"], only=["producer.stream"], isolated=False)
+    torch = conformance.check(
+        conformance.adapters["torch"], only=["producer.stream"], isolated=False
+    )
     (finding,) = [f for f in torch.failures if f.check == "producer.stream.cpu_refuses"]
     assert "accepts stream=-1" in finding.detail and "x.__dlpack__(stream=-1)" in finding.detail
 
@@ -425,7 +428,9 @@ def test_numpy_and_torch_from_dlpack_honour_copy_and_device():
     numpy = conformance.check(conformance.adapters["numpy"], only=["consumer.keywords"])
     assert numpy.failures == [] and set(numpy.passed) == KEYWORD_CHECKS
     pytest.importorskip("torch")
-    torch = conformance.check(conformance.adapters["torch"], only=["consumer.keywords"], isolated=False)
+    torch = conformance.check(
+        conformance.adapters["torch"], only=["consumer.keywords"], isolated=False
+    )
     assert torch.failures == [] and set(torch.passed) == KEYWORD_CHECKS
 
 

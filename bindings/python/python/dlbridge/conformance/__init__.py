@@ -12,7 +12,9 @@ values and, where it can, its layout and writability; raise ``NotExpressible`` w
 and ``to_numpy(obj)``; ``from_dlpack(x, **kwargs)`` (the library's consumer), ``is_writable``
 and the other optional parts that ``help(conformance.Adapter)`` lists enable more checks.
 Missing parts skip their checks, named in ``report.skipped``. ``adapters`` holds the built-in
-adapters by library name. ``python -m dlbridge.conformance --help`` runs the kit from the
+adapters by library name, the CUDA ones (``torch-cuda``, ``cupy``, ``jax-gpu``, ``numba``,
+``dlbridge-cuda``) included: without a CUDA device their ``load()`` raises ``NoDevice`` and
+every check is skipped with that reason. ``python -m dlbridge.conformance --help`` runs the kit from the
 command line.
 """
 
@@ -20,18 +22,46 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import consumer, producer
+from . import consumer, producer, stream_order
 from .adapter_protocol import Adapter
-from .errors import NotExpressible
+from .errors import NoDevice, NotExpressible
 from .library_adapters import adapters
 from .report import Finding, Report
 from .runner import run_checks
 
-CHECKS = producer.CHECKS + consumer.CHECKS
+CHECKS = (
+    producer.CHECKS
+    + stream_order.PRODUCER_CHECKS
+    + consumer.CHECKS
+    + stream_order.CONSUMER_CHECKS
+)
 """Every check, ``(name, function)``, in the order ``check`` runs them."""
 
 CHECK_NAMES = [name for name, _ in CHECKS]
 """The names of every check."""
+
+CUDA_ARRAY_INTERFACE_CHECKS = {
+    "producer.stream.ordered",
+    "consumer.layout.values",
+    "consumer.layout.sizes",
+    "consumer.dtypes.values",
+    "consumer.read_only.honoured",
+}
+"""The checks that apply to a library speaking only ``__cuda_array_interface__`` (adapter
+attribute ``interface = "cuda_array_interface"``): its consumer's values and read-only state,
+and the order its arrays keep on their way into DLPack (through the adapter's ``export``). The
+others concern DLPack's own protocol, which such a library never speaks."""
+
+
+def _not_applicable(adapter: Any) -> dict[str, str]:
+    """The checks skipped for ``adapter`` without running, with the reason."""
+    if getattr(adapter, "interface", "dlpack") != "cuda_array_interface":
+        return {}
+    reason = (
+        "the library speaks only __cuda_array_interface__ (it has no __dlpack__, and its "
+        "consumer passes no stream: it waits on the producer's `stream` field)"
+    )
+    return {name: reason for name in CHECK_NAMES if name not in CUDA_ARRAY_INTERFACE_CHECKS}
 
 
 def check(
@@ -43,7 +73,7 @@ def check(
     that crashes the interpreter fails the check it was in, and the checks after it run in a
     new child; ``progress(name)``, where given, is called as each check starts."""
     selected = [c for c in CHECKS if only is None or any(c[0].startswith(p) for p in only)]
-    return run_checks(adapter, selected, progress, isolated)
+    return run_checks(adapter, selected, progress, isolated, _not_applicable(adapter))
 
 
 __all__ = [
@@ -51,6 +81,7 @@ __all__ = [
     "CHECK_NAMES",
     "Adapter",
     "Finding",
+    "NoDevice",
     "NotExpressible",
     "Report",
     "adapters",

@@ -14,6 +14,10 @@ import numpy as np
 
 CPU = 1
 """``kDLCPU``."""
+CUDA = 2
+"""``kDLCUDA``."""
+CUDA_FAMILY = (2, 3, 13)
+"""``kDLCUDA``, ``kDLCUDAHost`` and ``kDLCUDAManaged``: the devices whose streams are CUDA's."""
 
 READ_ONLY = 1 << 0
 """``DLPACK_FLAG_BITMASK_READ_ONLY``."""

@@ -5,58 +5,14 @@ importing its library only when first used; ``adapters`` holds them by library n
 from __future__ import annotations
 
 import ctypes
-import importlib
 import os
 import sys
 from typing import Any
 
 import numpy as np
 
-from . import abi
-from .errors import NotExpressible
-
-
-class LibraryAdapter:
-    """Base of the built-in adapters: lazy import of ``module`` and the library's version."""
-
-    name = ""
-    module = ""
-
-    def __init__(self) -> None:
-        self._lib: Any = None
-
-    def load(self) -> Any:
-        """Import the library (ImportError when it is not installed)."""
-        if self._lib is None:
-            self._lib = importlib.import_module(self.module)
-        return self._lib
-
-    @property
-    def lib(self) -> Any:
-        return self.load()
-
-    @property
-    def version(self) -> str:
-        return str(getattr(self.lib, "__version__", ""))
-
-
-def host_copy(obj: Any) -> np.ndarray:
-    """A numpy copy of a CPU tensor read through its versioned capsule (for the dtypes, such as
-    bfloat16, that ``np.from_dlpack`` refuses)."""
-    try:
-        capsule = obj.__dlpack__(max_version=(1, 3))
-    except TypeError:
-        capsule = obj.__dlpack__()
-    return abi.read_capsule(capsule).host_view().copy()
-
-
-def _require(condition: bool, why: str) -> None:
-    if not condition:
-        raise NotExpressible(why)
-
-
-def _negative(a: np.ndarray) -> bool:
-    return any(s < 0 for s in a.strides)
+from .adapter_base import LibraryAdapter, host_copy, negative, require
+from .cuda_adapters import CUDA_ADAPTERS
 
 
 class NumpyAdapter(LibraryAdapter):
@@ -125,8 +81,8 @@ class TorchAdapter(LibraryAdapter):
 
     def from_numpy(self, a):
         torch = self.lib
-        _require(not _negative(a), "torch tensors have no negative strides")
-        _require(a.flags.writeable, "torch tensors have no read-only state")
+        require(not negative(a), "torch tensors have no negative strides")
+        require(a.flags.writeable, "torch tensors have no read-only state")
         if a.dtype.name == "bfloat16":
             return torch.from_numpy(a.view(np.int16)).view(torch.bfloat16)
         return torch.from_numpy(a)
@@ -186,8 +142,8 @@ class PyarrowAdapter(LibraryAdapter):
     recipe = "pa.array(a)"
 
     def from_numpy(self, a):
-        _require(a.ndim == 1, "arrow arrays are 1-d")
-        _require(a.dtype.kind in "iuf" and a.dtype.name != "bfloat16", f"no arrow {a.dtype}")
+        require(a.ndim == 1, "arrow arrays are 1-d")
+        require(a.dtype.kind in "iuf" and a.dtype.name != "bfloat16", f"no arrow {a.dtype}")
         return self.lib.array(a.copy(order="C"))
 
     def to_numpy(self, obj):
@@ -209,7 +165,7 @@ class MlxAdapter(LibraryAdapter):
     consumer_recipe = "mx.array({x})"
 
     def from_numpy(self, a):
-        _require(a.dtype.name not in ("complex128",), f"mlx has no {a.dtype}")
+        require(a.dtype.name not in ("complex128",), f"mlx has no {a.dtype}")
         if a.dtype.name == "bfloat16":
             return self.lib.array(a.copy(order="C").view(np.uint16)).view(self.lib.bfloat16)
         return self.lib.array(a.copy(order="C"))
@@ -244,7 +200,7 @@ class TvmFfiAdapter(LibraryAdapter):
     consumer_recipe = "tvm_ffi.from_dlpack({x})"
 
     def from_numpy(self, a):
-        _require(a.flags.writeable, "tvm_ffi tensors have no read-only state")
+        require(a.flags.writeable, "tvm_ffi tensors have no read-only state")
         return self.lib.from_dlpack(a)
 
     def to_numpy(self, obj):
@@ -342,7 +298,7 @@ class PaddleAdapter(LibraryAdapter):
     consumer_recipe = "paddle.from_dlpack({x})"
 
     def from_numpy(self, a):
-        _require(a.dtype.name != "bfloat16", "paddle.to_tensor takes no ml_dtypes bfloat16")
+        require(a.dtype.name != "bfloat16", "paddle.to_tensor takes no ml_dtypes bfloat16")
         return self.lib.to_tensor(a, place=self.lib.CPUPlace())
 
     def to_numpy(self, obj):
@@ -369,9 +325,9 @@ class OnnxruntimeAdapter(LibraryAdapter):
     consumer_recipe = "OrtValue.from_dlpack({x})"
 
     def from_numpy(self, a):
-        _require(a.flags.c_contiguous, "an OrtValue is C-contiguous")
-        _require(a.flags.writeable, "an OrtValue has no read-only state")
-        _require(a.dtype.name not in ("complex64", "complex128"), f"no OrtValue of {a.dtype}")
+        require(a.flags.c_contiguous, "an OrtValue is C-contiguous")
+        require(a.flags.writeable, "an OrtValue has no read-only state")
+        require(a.dtype.name not in ("complex64", "complex128"), f"no OrtValue of {a.dtype}")
         return self.lib.OrtValue.ortvalue_from_numpy(a)
 
     def to_numpy(self, obj):
@@ -395,7 +351,7 @@ class ArrayApiStrictAdapter(LibraryAdapter):
     consumer_recipe = "xp.from_dlpack({x})"
 
     def from_numpy(self, a):
-        _require(a.dtype.name not in ("float16", "bfloat16"), f"the array API has no {a.dtype}")
+        require(a.dtype.name not in ("float16", "bfloat16"), f"the array API has no {a.dtype}")
         return self.lib.asarray(a)
 
     def to_numpy(self, obj):
@@ -420,6 +376,7 @@ adapters: dict[str, Any] = {
         OnnxruntimeAdapter(),
         ArrayApiStrictAdapter(),
         DlbridgeAdapter(),
+        *CUDA_ADAPTERS,
     )
 }
 """The built-in adapters, by library name."""

@@ -21,6 +21,9 @@ class Report:
 
     library: str
     version: str = ""
+    device: str = ""
+    """The name of the device the library's arrays were on, where the adapter names one (the
+    CUDA adapters do); empty for the CPU."""
     passed: list[str] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
     failures: list[Finding] = field(default_factory=list)
@@ -54,6 +57,7 @@ class Report:
         return cls(
             library=data["library"],
             version=data.get("version", ""),
+            device=data.get("device", ""),
             passed=list(data.get("passed", [])),
             skipped=list(data.get("skipped", [])),
             failures=[Finding(**f) for f in data.get("failures", [])],

@@ -13,8 +13,8 @@ from typing import Any
 import numpy as np
 
 from . import abi
-from .cases import Case, all_cases, unavailable_cases
-from .errors import NotExpressible
+from .cases import Case, all_cases, layout_cases, unavailable_cases
+from .errors import NoDevice, NotExpressible
 from .report import Finding, Report
 
 ASK = (1, 3)
@@ -41,6 +41,7 @@ class Context:
         self._objects: dict[str, tuple[Case, np.ndarray, Any]] = {}
         self._not_expressible: dict[str, str] = dict(unavailable_cases())
         self._writable: dict[str, bool] = {}
+        self._device: tuple[int, int] | None = None
         self.recipe = getattr(adapter, "recipe", None) or "adapter.from_numpy(a)"
         self.last_call = ""
         """A reproduction of the last call into the library, for findings from exceptions."""
@@ -98,6 +99,26 @@ class Context:
         if not out:
             raise Skip("the library can express none of the cases")
         return out
+
+    def device(self) -> tuple[int, int]:
+        """The device the library's arrays are on: that of the first case's capsule, CUDA device 0
+        for arrays that have only ``__cuda_array_interface__``, the CPU where neither can be
+        read."""
+        if self._device is None:
+            self._device = (abi.CPU, 0)
+            try:
+                case, _, obj = self.objects(all_cases()[:1] + layout_cases()[:1])[0]
+                if hasattr(obj, "__dlpack__") or self.has("export"):
+                    try:
+                        capsule = self.export(obj, max_version=ASK)
+                    except TypeError:
+                        capsule = self.export(obj)
+                    self._device = abi.read_capsule(capsule).device
+                elif hasattr(obj, "__cuda_array_interface__"):
+                    self._device = (abi.CUDA, 0)
+            except Exception:
+                pass
+        return self._device
 
     def _conversion(self, a: np.ndarray, obj: Any) -> str | None:
         """What ``from_numpy`` changed (the dtype or shape ``to_numpy`` reads back), if anything."""
@@ -209,13 +230,26 @@ class Outcome:
     not_expressible: dict[str, str] = field(default_factory=dict)
 
 
+def _skip_all(report: Report, checks: list[tuple[str, CheckFn]], reason: str) -> Report:
+    for check, _ in checks:
+        report.skipped.append(check)
+        report.skip_reasons[check] = reason
+    return report
+
+
 def run_checks(
-    adapter: Any, checks: list[tuple[str, CheckFn]], progress=None, isolated: bool = True
+    adapter: Any,
+    checks: list[tuple[str, CheckFn]],
+    progress=None,
+    isolated: bool = True,
+    not_applicable: dict[str, str] | None = None,
 ) -> Report:
     """Run ``checks`` against ``adapter``; every exception a check raises becomes a failure of
     that check, so a peer's defect never escapes. ``isolated`` runs the checks in a child process
-    (where the platform can fork): a crash fails the check it happened in, and the checks after
-    it run in a new child. (One child per check group costs four times as much.)"""
+    (forked where the platform can fork, spawned where the adapter's ``start_method`` says so): a
+    crash fails the check it happened in, and the checks after it run in a new child. (One child
+    per check group costs four times as much.) The checks named in ``not_applicable`` are
+    skipped with the reason given there."""
     name = str(getattr(adapter, "name", type(adapter).__name__))
     report = Report(library=name)
     load = getattr(adapter, "load", None)
@@ -223,16 +257,20 @@ def run_checks(
         try:
             load()
         except ImportError as e:
-            reason = f"not installed ({describe(e)})"
-            for check, _ in checks:
-                report.skipped.append(check)
-                report.skip_reasons[check] = reason
-            return report
+            return _skip_all(report, checks, f"not installed ({describe(e)})")
+        except NoDevice as e:
+            return _skip_all(report, checks, f"no device: {e}")
     try:
         report.version = str(getattr(adapter, "version", "") or "")
+        report.device = str(getattr(adapter, "device_name", "") or "")
     except Exception as e:  # a broken version attribute is no reason to stop
         report.version = f"? ({describe(e)})"
     ctx = Context(adapter, report)
+    for check, reason in (not_applicable or {}).items():
+        if check in [c for c, _ in checks]:
+            report.skipped.append(check)
+            report.skip_reasons[check] = reason
+    checks = [c for c in checks if c[0] not in (not_applicable or {})]
     # The checks collect garbage often, to see when deleters run. Objects that were alive before
     # the checks (in a process that imported torch and jax, hundreds of thousands) are frozen out
     # of those collections, which then cost microseconds instead of a tenth of a second each
@@ -240,8 +278,9 @@ def run_checks(
     gc.collect()
     gc.freeze()
     try:
-        if isolated and "fork" in multiprocessing.get_all_start_methods():
-            _run_forked(ctx, checks, progress)
+        method = getattr(adapter, "start_method", "fork")
+        if isolated and method in multiprocessing.get_all_start_methods():
+            _run_isolated(ctx, checks, progress, method)
         else:
             for check, fn in checks:
                 if progress is not None:
@@ -302,14 +341,17 @@ def _child(ctx: Context, checks: list[tuple[str, CheckFn]], conn: Any) -> None:
     conn.close()
 
 
-def _run_forked(ctx: Context, checks: list[tuple[str, CheckFn]], progress) -> None:
-    """Runs ``checks`` in a forked child; when it dies or hangs, the check it was in fails and
-    the checks after it run in a new child."""
-    fork = multiprocessing.get_context("fork")
+def _run_isolated(
+    ctx: Context, checks: list[tuple[str, CheckFn]], progress, method: str
+) -> None:
+    """Runs ``checks`` in a child started by ``method`` (``"fork"``, or ``"spawn"`` for libraries
+    that cannot be used in a forked child, as CUDA cannot); when it dies or hangs, the check it
+    was in fails and the checks after it run in a new child."""
+    start = multiprocessing.get_context(method)
     pending = list(checks)
     while pending:
-        receiver, sender = fork.Pipe(duplex=False)
-        child = fork.Process(target=_child, args=(ctx, pending, sender), daemon=True)
+        receiver, sender = start.Pipe(duplex=False)
+        child = start.Process(target=_child, args=(ctx, pending, sender), daemon=True)
         child.start()
         sender.close()
         running = pending[0][0]
