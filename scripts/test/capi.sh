@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Compiles the C test program against the official
-# dlpack.h and include/dlbridge.h, and runs it plainly and under valgrind (no definite leaks, no
-# memory errors). Output goes to target/capi-test/ (under CARGO_TARGET_DIR when set).
+# Compiles the C test program against the official dlpack.h and include/dlbridge.h, and runs it
+# plainly and under valgrind (no definite leaks, no memory errors); then the stream-order test
+# against a stand-in CUDA driver, and the C example. Output goes to target/capi-test/ (under
+# CARGO_TARGET_DIR when set).
 # shellcheck source-path=SCRIPTDIR source=../lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 need toolchains libdlbridge_debug
@@ -59,6 +60,15 @@ if ! grep -q 'ERROR SUMMARY: 0 errors' "$valgrind_log"; then
   exit 1
 fi
 log "C ABI test passed, valgrind clean"
+
+# Stream order against the stand-in CUDA driver, loaded before libdlbridge first looks for one.
+log "running tests/c/stream_order_test.c against the stand-in CUDA driver (tests/fake-cuda)"
+gcc -std=c11 -Wall -Wextra -Werror -shared -fPIC -Wl,-soname,libcuda.so.1 \
+  -o "$out_dir/libcuda.so.1" tests/fake-cuda/libcuda.c
+gcc -std=c11 -Wall -Wextra -Werror -g -I"$dlpack_include" -I"$capi/include" \
+  -o "$out_dir/stream_order_test" "$capi/tests/c/stream_order_test.c" \
+  -L"$lib_dir" -ldlbridge -Wl,-rpath,"$lib_dir" -ldl
+"$out_dir/stream_order_test" "$out_dir/libcuda.so.1"
 
 log "building and running examples/c/roundtrip.c"
 gcc -std=c11 -Wall -Wextra -Werror -I"$dlpack_include" -I"$capi/include" \

@@ -178,6 +178,18 @@ typedef enum dlb_status {
      * A bool element holds a byte other than 0 or 1 (the message names its index and byte).
      */
     DLB_ERR_INVALID_BOOL = 33,
+    /**
+     * Stream order was asked for a tensor on a device without CUDA streams.
+     */
+    DLB_ERR_STREAMS_UNSUPPORTED = 34,
+    /**
+     * A CUDA tensor needs the CUDA driver, and this process has not loaded it.
+     */
+    DLB_ERR_CUDA_DRIVER_NOT_LOADED = 35,
+    /**
+     * A CUDA driver call failed (the message names the call and the driver's error).
+     */
+    DLB_ERR_CUDA_DRIVER = 36,
 } dlb_status;
 
 /**
@@ -207,8 +219,9 @@ typedef struct dlb_release_queue dlb_release_queue;
  * `dlb_tensor_clone`, and managed tensors exported from a handle, share the tensor: its memory
  * is released (the producer's deleter or release callback runs) when the last of them is gone.
  *
- * A handle is not a Julia/Python array: it never copies, converts or synchronises anything; it
- * only describes memory and keeps it alive. Its shape, strides, dtype and device never change.
+ * A handle is not a Julia/Python array: it never copies, converts or waits for anything; it
+ * only describes memory, keeps it alive, and for CUDA tensors carries the producer's stream mark
+ * (`dlb_tensor_mark_ready`). Its shape, strides, dtype and device never change.
  * Any thread may use a handle, and distinct threads may read one handle at the same time, but
  * freeing a handle must not race with other uses of that same handle.
  */
@@ -634,6 +647,44 @@ int dlb_tensor_is_contiguous(const struct dlb_tensor *t,
  * `t` is NULL or a live handle.
  */
 int dlb_tensor_check_values(const struct dlb_tensor *t);
+
+/**
+ * Says that `t`'s data is ready once the work queued so far on `stream` is done: records a CUDA
+ * event there (in the primary context of the tensor's device), replacing any earlier mark, and
+ * returns at once. The event and a reference to the context are released with the tensor.
+ *
+ * Errors: `DLB_ERR_STREAMS_UNSUPPORTED` for a tensor off CUDA, `DLB_ERR_CUDA_DRIVER_NOT_LOADED`
+ * when the process has not loaded the CUDA driver, `DLB_ERR_CUDA_DRIVER` when a driver call fails
+ * (the message names the call and the driver's error).
+ *
+ * # Safety
+ * `t` is NULL or a live handle; `stream` is 1, 2, or a stream of the tensor's device.
+ */
+int dlb_tensor_mark_ready(const struct dlb_tensor *t,
+                          size_t stream);
+
+/**
+ * Makes work queued later on `stream` wait until the point `dlb_tensor_mark_ready` recorded for
+ * `t`; nothing to wait for if it was never marked. Returns at once: the host does not wait.
+ *
+ * Errors as for `dlb_tensor_mark_ready`.
+ *
+ * # Safety
+ * `t` is NULL or a live handle; `stream` is 1, 2, or a live CUDA stream.
+ */
+int dlb_tensor_order_stream(const struct dlb_tensor *t,
+                            size_t stream);
+
+/**
+ * Blocks until `t`'s data can be read on the host: at once for CPU memory; for CUDA memory the
+ * host can read (`cuda_host`, `cuda_managed`), until the marked point, or until the whole device
+ * is idle when the tensor was never marked. `DLB_ERR_NOT_ON_CPU` for memory the host cannot
+ * read; driver errors as for `dlb_tensor_mark_ready`.
+ *
+ * # Safety
+ * `t` is NULL or a live handle.
+ */
+int dlb_tensor_wait_for_host(const struct dlb_tensor *t);
 
 /**
  * Copies a host tensor into a new, library-owned, compact tensor in `order` (DLB_ORDER_C or

@@ -14,8 +14,9 @@ use crate::status::{boundary, CapiError};
 /// `dlb_tensor_clone`, and managed tensors exported from a handle, share the tensor: its memory
 /// is released (the producer's deleter or release callback runs) when the last of them is gone.
 ///
-/// A handle is not a Julia/Python array: it never copies, converts or synchronises anything; it
-/// only describes memory and keeps it alive. Its shape, strides, dtype and device never change.
+/// A handle is not a Julia/Python array: it never copies, converts or waits for anything; it
+/// only describes memory, keeps it alive, and for CUDA tensors carries the producer's stream mark
+/// (`dlb_tensor_mark_ready`). Its shape, strides, dtype and device never change.
 /// Any thread may use a handle, and distinct threads may read one handle at the same time, but
 /// freeing a handle must not race with other uses of that same handle.
 #[allow(non_camel_case_types)]

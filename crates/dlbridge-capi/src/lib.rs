@@ -21,11 +21,14 @@
 //!   too (before or after).
 //!
 //! ## What a dlb_tensor is not
-//! Not an array library: no arithmetic, no dtype conversion, no device transfers, no stream
-//! synchronisation. It describes memory, keeps it alive and moves it across DLPack boundaries.
+//! Not an array library: no arithmetic, no dtype conversion, no device transfers, and no waiting
+//! of its own. It describes memory, keeps it alive and moves it across DLPack boundaries; for
+//! CUDA tensors it carries the producer's "ready on this stream" to consumers
+//! (`dlb_tensor_mark_ready`, `dlb_tensor_order_stream`) without the host waiting.
 
 // cbindgen lists functions in declaration order, so the modules come in the header's order:
-// errors and version, making and exchanging tensors, handles and inspection, copies, names.
+// errors and version, making and exchanging tensors, handles, inspection and stream order,
+// copies, names.
 pub mod status;
 pub mod version;
 
@@ -35,6 +38,7 @@ pub mod release_queue;
 
 pub mod handle;
 pub mod inspect;
+pub mod stream_order;
 
 pub mod copy;
 pub mod names;

@@ -71,6 +71,12 @@ pub enum dlb_status {
     DLB_ERR_SHM_INVALID = 32,
     /// A bool element holds a byte other than 0 or 1 (the message names its index and byte).
     DLB_ERR_INVALID_BOOL = 33,
+    /// Stream order was asked for a tensor on a device without CUDA streams.
+    DLB_ERR_STREAMS_UNSUPPORTED = 34,
+    /// A CUDA tensor needs the CUDA driver, and this process has not loaded it.
+    DLB_ERR_CUDA_DRIVER_NOT_LOADED = 35,
+    /// A CUDA driver call failed (the message names the call and the driver's error).
+    DLB_ERR_CUDA_DRIVER = 36,
 }
 
 /// Everything that can fail in the C layer: a core error, or a fault of the C call itself.
@@ -136,6 +142,9 @@ impl CapiError {
                 E::ShmNotFound(_) => DLB_ERR_SHM_NOT_FOUND,
                 E::ShmInvalid { .. } => DLB_ERR_SHM_INVALID,
                 E::InvalidBool { .. } => DLB_ERR_INVALID_BOOL,
+                E::StreamsUnsupported(_) => DLB_ERR_STREAMS_UNSUPPORTED,
+                E::CudaDriverNotLoaded => DLB_ERR_CUDA_DRIVER_NOT_LOADED,
+                E::CudaDriver { .. } => DLB_ERR_CUDA_DRIVER,
                 _ => DLB_ERR_OTHER,
             },
         }
@@ -287,6 +296,13 @@ mod tests {
             E::ShmInvalid {
                 name: String::new(),
                 reason: String::new(),
+            },
+            E::StreamsUnsupported(String::new()),
+            E::CudaDriverNotLoaded,
+            E::CudaDriver {
+                call: "cuEventRecord",
+                code: 400,
+                name: String::new(),
             },
         ];
         let mut codes: Vec<i32> = errors

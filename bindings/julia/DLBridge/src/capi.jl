@@ -129,18 +129,20 @@ const STATUS_NAMES = Dict{Cint,String}(
     24 => "DLB_ERR_BUFFER_TOO_SMALL", 25 => "DLB_ERR_DTYPE_MISMATCH", 26 => "DLB_ERR_NOT_ON_CPU",
     27 => "DLB_ERR_READ_ONLY", 28 => "DLB_ERR_UNKNOWN_NAME", 29 => "DLB_ERR_ALLOCATION_FAILED",
     30 => "DLB_ERR_SHM_IO", 31 => "DLB_ERR_SHM_NOT_FOUND", 32 => "DLB_ERR_SHM_INVALID",
-    33 => "DLB_ERR_INVALID_BOOL",
+    33 => "DLB_ERR_INVALID_BOOL", 34 => "DLB_ERR_STREAMS_UNSUPPORTED",
+    35 => "DLB_ERR_CUDA_DRIVER_NOT_LOADED", 36 => "DLB_ERR_CUDA_DRIVER",
 )
 const DIMENSION_MISMATCH_STATUSES = (Cint(23), Cint(24))
-const ERROR_EXCEPTION_STATUSES = (Cint(2), Cint(3), Cint(29), Cint(30))
+const ERROR_EXCEPTION_STATUSES = (Cint(2), Cint(3), Cint(29), Cint(30), Cint(35), Cint(36))
 
 """
     DLBridge.status_exception(status, message) -> Exception
 
 The exception for a C ABI failure: `DimensionMismatch` for shape/stride/buffer-size mismatches,
 `ErrorException` for library and system faults (panic, allocation failure, unclassified errors,
-a failed shared-memory system call), and `ArgumentError` for every other (invalid value) status,
-among them a shared-memory handle that names no segment or an invalid one. The text is `message`
+a failed shared-memory system call, a missing or failing CUDA driver), and `ArgumentError` for
+every other (invalid value) status, among them a shared-memory handle that names no segment or an
+invalid one. The text is `message`
 (the C library's `dlb_last_error()`, which names the offending value) followed by the status
 name.
 """

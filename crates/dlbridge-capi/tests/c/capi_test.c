@@ -1131,6 +1131,29 @@ static void test_dims_buffer_capacity(void) {
     dlb_tensor_free(t);
 }
 
+/* Stream order in a process without the CUDA driver: nothing is loaded, a CUDA tensor says the
+ * driver is missing, an unmarked one has nothing to wait for, other devices are refused by name.
+ * tests/c/stream_order_test.c runs the same calls against a stand-in driver. */
+static void test_stream_order_without_driver(void) {
+    Owner owner = {0, malloc(16), pthread_self()};
+    int64_t four = 4;
+    const dlb_device cuda = {kDLCUDA, 0};
+    dlb_tensor *t = NULL, *cpu = NULL;
+    /* CUDA memory is never read on the host: the owner's block only stands for it. */
+    CHECK_OK(dlb_tensor_from_memory(owner.memory, 1, &four, NULL, dtype(kDLFloat, 32, 1), cuda, 0,
+                                    &owner, release_owner, &t));
+    CHECK_FAILS(dlb_tensor_mark_ready(t, 1), DLB_ERR_CUDA_DRIVER_NOT_LOADED);
+    CHECK_OK(dlb_tensor_order_stream(t, 1));
+    CHECK_FAILS(dlb_tensor_wait_for_host(t), DLB_ERR_NOT_ON_CPU);
+    CHECK_FAILS(dlb_tensor_mark_ready(NULL, 1), DLB_ERR_NULL_ARGUMENT);
+    CHECK_OK(dlb_tensor_empty(1, &four, dtype(kDLFloat, 32, 1), &cpu));
+    CHECK_FAILS(dlb_tensor_order_stream(cpu, 1), DLB_ERR_STREAMS_UNSUPPORTED);
+    CHECK_OK(dlb_tensor_wait_for_host(cpu));
+    dlb_tensor_free(cpu);
+    dlb_tensor_free(t);
+    CHECK(owner.releases == 1);
+}
+
 int main(void) {
     test_version();
     test_dtype_names();
@@ -1152,6 +1175,7 @@ int main(void) {
     test_last_error_is_per_thread_and_sticky();
     test_release_queue();
     test_shared_memory();
+    test_stream_order_without_driver();
 
     printf("%d passed, %d failed\n", passed, failed);
     return failed == 0 ? 0 : 1;

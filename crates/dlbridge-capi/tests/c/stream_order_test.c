@@ -1,0 +1,119 @@
+/*
+ * Stream order through the C ABI against the stand-in CUDA driver (tests/fake-cuda/libcuda.c),
+ * built and run by scripts/test/capi.sh: the stand-in is loaded first, so it is the driver
+ * libdlbridge finds. A producer marks a tensor ready on its stream through one handle, a consumer
+ * orders its own stream through a clone, and the last handle gives the event and the context back.
+ *
+ * Prints "N passed, M failed" last; exits nonzero on any failure.
+ */
+#define _POSIX_C_SOURCE 200809L
+
+#include <dlpack/dlpack.h>
+#include "dlbridge.h"
+
+#include <dlfcn.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int passed, failed;
+
+#define CHECK(cond)                                                                    \
+    do {                                                                               \
+        if (cond) {                                                                    \
+            passed++;                                                                  \
+        } else {                                                                       \
+            failed++;                                                                  \
+            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond);   \
+        }                                                                              \
+    } while (0)
+
+#define CHECK_STATUS(call, expected)                                                   \
+    do {                                                                               \
+        int status_ = (call);                                                          \
+        if (status_ == (expected)) {                                                   \
+            passed++;                                                                  \
+        } else {                                                                       \
+            failed++;                                                                  \
+            fprintf(stderr, "%s:%d: %s returned %d (expected %d): %s\n", __FILE__,     \
+                    __LINE__, #call, status_, (int)(expected), dlb_last_error());      \
+        }                                                                              \
+    } while (0)
+
+/* The stand-in driver's test entry points. */
+static const char *(*driver_log)(void);
+static void (*clear_log)(void);
+static int (*live_events)(void);
+static int (*retained_contexts)(void);
+static void (*fail_next)(const char *, int);
+
+static void load_driver(const char *path) {
+    void *handle = dlopen(path, RTLD_NOW | RTLD_GLOBAL);
+    if (handle == NULL) {
+        fprintf(stderr, "cannot load the stand-in driver %s: %s\n", path, dlerror());
+        exit(2);
+    }
+    /* POSIX: a function pointer's bytes are those of the address dlsym returns. */
+    void *symbol;
+#define LOOK_UP(var, name)                                                             \
+    symbol = dlsym(handle, name);                                                      \
+    if (symbol == NULL) exit(2);                                                       \
+    memcpy(&var, &symbol, sizeof symbol)
+    LOOK_UP(driver_log, "fake_cuda_log");
+    LOOK_UP(clear_log, "fake_cuda_clear_log");
+    LOOK_UP(live_events, "fake_cuda_live_events");
+    LOOK_UP(retained_contexts, "fake_cuda_retained_contexts");
+    LOOK_UP(fail_next, "fake_cuda_fail_next");
+#undef LOOK_UP
+}
+
+static int released;
+
+static void count_release(void *ctx) {
+    (void)ctx;
+    released++;
+}
+
+int main(int argc, char **argv) {
+    if (argc != 2) {
+        fprintf(stderr, "usage: %s PATH/libcuda.so.1\n", argv[0]);
+        return 2;
+    }
+    load_driver(argv[1]);
+
+    int64_t four = 4;
+    const dlb_dtype f32 = {kDLFloat, 32, 1};
+    const dlb_device cuda1 = {kDLCUDA, 1};
+    dlb_tensor *t = NULL, *clone = NULL;
+    /* Device memory is never read on the host: any address stands for it. */
+    CHECK_STATUS(dlb_tensor_from_memory((void *)0x10000, 1, &four, NULL, f32, cuda1, 0, NULL,
+                                        count_release, &t),
+                 DLB_OK);
+    CHECK_STATUS(dlb_tensor_clone(t, &clone), DLB_OK);
+
+    clear_log();
+    CHECK_STATUS(dlb_tensor_mark_ready(t, 0x1234), DLB_OK);
+    CHECK_STATUS(dlb_tensor_order_stream(clone, 2), DLB_OK);
+    const char *expected =
+        "cuDevicePrimaryCtxRetain device=1\n"
+        "cuEventCreate event=1 device=1 flags=0x2\n"
+        "cuEventRecord event=1 stream=0x1234 device=1\n"
+        "cuStreamWaitEvent stream=per-thread event=1 device=1\n";
+    CHECK(strcmp(driver_log(), expected) == 0);
+    CHECK(live_events() == 1 && retained_contexts() == 1);
+
+    fail_next("cuStreamWaitEvent", 400);
+    CHECK_STATUS(dlb_tensor_order_stream(clone, 1), DLB_ERR_CUDA_DRIVER);
+    CHECK(strstr(dlb_last_error(), "cuStreamWaitEvent") != NULL);
+    CHECK(strstr(dlb_last_error(), "CUDA_ERROR_INVALID_HANDLE (400)") != NULL);
+    printf("  %-28s %s\n", "DLB_ERR_CUDA_DRIVER", dlb_last_error());
+
+    dlb_tensor_free(t);
+    CHECK(live_events() == 1 && released == 0); /* the clone keeps tensor and mark */
+    dlb_tensor_free(clone);
+    CHECK(live_events() == 0 && retained_contexts() == 0 && released == 1);
+
+    printf("%d passed, %d failed\n", passed, failed);
+    return failed == 0 ? 0 : 1;
+}
