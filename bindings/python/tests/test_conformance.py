@@ -23,7 +23,11 @@ DOC = os.path.join(TESTS, "..", "..", "..", "docs", "conformance.md")
 
 # Checks no numpy wrapper can pass or fail: numpy has no asynchronous queue, no CUDA streams,
 # and publishes no C exchange API table.
-CUDA_STREAMS = {"producer.stream.ordered", "producer.stream.copy_on_stream", "consumer.stream.passes"}
+CUDA_STREAMS = {
+    "producer.stream.ordered",
+    "producer.stream.copy_on_stream",
+    "consumer.stream.passes",
+}
 NOT_APPLICABLE = {"producer.stream.synchronized", "producer.exchange_api.table"} | CUDA_STREAMS
 
 

@@ -14,8 +14,8 @@ and the other optional parts that ``help(conformance.Adapter)`` lists enable mor
 Missing parts skip their checks, named in ``report.skipped``. ``adapters`` holds the built-in
 adapters by library name, the CUDA ones (``torch-cuda``, ``cupy``, ``jax-gpu``, ``numba``,
 ``dlbridge-cuda``) included: without a CUDA device their ``load()`` raises ``NoDevice`` and
-every check is skipped with that reason. ``python -m dlbridge.conformance --help`` runs the kit from the
-command line.
+every check is skipped with that reason. ``python -m dlbridge.conformance --help`` runs the kit
+from the command line.
 """
 
 from __future__ import annotations
@@ -30,10 +30,7 @@ from .report import Finding, Report
 from .runner import run_checks
 
 CHECKS = (
-    producer.CHECKS
-    + stream_order.PRODUCER_CHECKS
-    + consumer.CHECKS
-    + stream_order.CONSUMER_CHECKS
+    producer.CHECKS + stream_order.PRODUCER_CHECKS + consumer.CHECKS + stream_order.CONSUMER_CHECKS
 )
 """Every check, ``(name, function)``, in the order ``check`` runs them."""
 

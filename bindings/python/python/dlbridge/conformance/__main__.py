@@ -17,6 +17,7 @@ import sys
 import tempfile
 
 from . import CHECK_NAMES, adapters, check
+from .errors import NoDevice
 from .report import Finding, Report, markdown
 
 KIT_FAILED = 2
@@ -40,12 +41,15 @@ def resolve(spec: str):
 
 def _load(spec: str):
     """The adapter ``spec`` names, its library imported; exits ``NOT_LOADED``, saying which
-    module failed and why, where that fails."""
+    module failed and why, where that fails. A library without its device loads: its checks
+    are skipped with the reason."""
     try:
         adapter = resolve(spec)
         load = getattr(adapter, "load", None)
         if callable(load):
             load()
+    except NoDevice:
+        return adapter
     except Exception as e:
         module = getattr(e, "name", None) or spec.partition(":")[0]
         print(f"cannot load {spec!r} (module {module!r}): {type(e).__name__}: {e}", file=sys.stderr)
@@ -112,7 +116,9 @@ def main(argv: list[str] | None = None) -> int:
             not_loaded.append(spec)
             continue
         status = f"{len(report.passed)} passed, {len(report.failed)} failed, "
-        print(f"{report.library} {report.version}: {status}{len(report.skipped)} skipped")
+        reasons = set(report.skip_reasons.values())
+        why = f" ({reasons.pop()})" if len(reasons) == 1 and not report.passed else ""
+        print(f"{report.library} {report.version}: {status}{len(report.skipped)} skipped{why}")
         for finding in report.failures:
             print(f"  FAIL {finding.check}: {finding.detail}")
     if args.json:

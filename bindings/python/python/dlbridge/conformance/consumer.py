@@ -274,7 +274,9 @@ def max_version(ctx: Context) -> None:
     result = import_into(ctx, producer, case)
     del result
     if not producer.calls:
-        ctx.fail(f"never called __dlpack__ (read the tensor some other way): {repro_import(ctx, case)}")
+        ctx.fail(
+            f"never called __dlpack__ (read the tensor some other way): {repro_import(ctx, case)}"
+        )
     else:
         first = producer.calls[0]
         asked = first.get("max_version")
@@ -284,7 +286,9 @@ def max_version(ctx: Context) -> None:
                 f"come (array API 2023.12 asks for (1, x)): {repro_import(ctx, case)}"
             )
         if first.get("stream") is not None and ctx.device()[0] == abi.CPU:
-            ctx.fail(f"passes stream={first['stream']!r} for a CPU tensor: {repro_import(ctx, case)}")
+            ctx.fail(
+                f"passes stream={first['stream']!r} for a CPU tensor: {repro_import(ctx, case)}"
+            )
     producer.release()
 
 
@@ -368,7 +372,9 @@ def deleter_once(ctx: Context) -> None:
                 f"(memory held until the capsule died): {repro_import(ctx, case)}"
             )
         elif total and total[-1] != 1:
-            ctx.fail(f"{case.name}: the deleter ran {total[-1]}x, not once: {repro_import(ctx, case)}")
+            ctx.fail(
+                f"{case.name}: the deleter ran {total[-1]}x, not once: {repro_import(ctx, case)}"
+            )
 
 
 def _keyword_import(ctx: Context, producer: Producer, case: Case, **kwargs: Any) -> Any:
@@ -406,7 +412,9 @@ def keyword_copy_true(ctx: Context) -> None:
     if result is None:
         return
     if _shares(ctx, result, producer):
-        ctx.fail(f"copy=True shares the producer's memory: {repro_import(ctx, case, {'copy': True})}")
+        ctx.fail(
+            f"copy=True shares the producer's memory: {repro_import(ctx, case, {'copy': True})}"
+        )
     _check_values(ctx, case, result, {"copy": True})
     del result
     producer.release()

@@ -341,9 +341,7 @@ def _child(ctx: Context, checks: list[tuple[str, CheckFn]], conn: Any) -> None:
     conn.close()
 
 
-def _run_isolated(
-    ctx: Context, checks: list[tuple[str, CheckFn]], progress, method: str
-) -> None:
+def _run_isolated(ctx: Context, checks: list[tuple[str, CheckFn]], progress, method: str) -> None:
     """Runs ``checks`` in a child started by ``method`` (``"fork"``, or ``"spawn"`` for libraries
     that cannot be used in a forked child, as CUDA cannot); when it dies or hangs, the check it
     was in fails and the checks after it run in a new child."""

@@ -74,7 +74,9 @@ def _ordering(ctx: Context, copy: bool) -> None:
             capsule = ctx.export(obj, **kwargs)
         except (BufferError, TypeError) as e:
             if copy:
-                raise Skip(f"copy=True is refused ({describe(e)}; see producer.copy.true)") from None
+                raise Skip(
+                    f"copy=True is refused ({describe(e)}; see producer.copy.true)"
+                ) from None
             raise
         if copy and ctx.has("data_ptr"):
             if abi.read_capsule(capsule).start == int(ctx.adapter.data_ptr(obj)):
@@ -135,9 +137,7 @@ def consumer_passes_stream(ctx: Context) -> None:
     producer.release()
 
 
-def _check_forwarding(
-    ctx: Context, case: Case, producer: Any, result: Any, at_import: Any
-) -> None:
+def _check_forwarding(ctx: Context, case: Case, producer: Any, result: Any, at_import: Any) -> None:
     """A pass-through consumer's result, exported with ``FORWARDED_STREAM``, must hand that
     stream to the producer."""
     before = len(producer.calls)
