@@ -65,6 +65,12 @@ python_overlay() {
 
 pyo3_example() { overlay_wheel examples/pyo3-extension "${RELEASE_WHEEL_ARGS[@]}"; }
 
+# The CUDA example (examples/cuda-extension, a cargo workspace of its own, so cudarc is built for
+# it alone; target/ through .cargo/config.toml, where it shares pyo3's build with pyo3_example).
+# No phase needs it: scripts/test/cuda_example.sh builds it only where a CUDA GPU is visible, and
+# `./just lint` compile-checks it everywhere.
+cuda_example() { overlay_wheel examples/cuda-extension "${RELEASE_WHEEL_ARGS[@]}"; }
+
 # The release files (`./just dist`): an sdist and an abi3 wheel for CPython >= 3.11 tagged
 # manylinux2014 (glibc >= 2.17, the floor of Rust's standard library), linked with zig against
 # that glibc, then checked: auditwheel must find the wheel consistent with its tag, and the sdist
