@@ -1,16 +1,29 @@
 """Writes docs/conformance.md from a run of the DLPack conformance kit (scripts/conformance.sh).
 
-Usage: conformance_doc.py REPORT_JSON REQUIREMENTS_TXT > docs/conformance.md
+Usage:
+  conformance_doc.py REPORT_JSON REQUIREMENTS_TXT DOC   the CPU run: rewrites DOC, keeping its
+                                                        GPU section
+  conformance_doc.py --gpu REPORT_JSON DOC              a run of the CUDA adapters on a GPU:
+                                                        replaces DOC's GPU section only
+
+The GPU section can only come from reports of libraries that ran on a device (their adapters
+name it); a run without one is refused.
 """
 
 from __future__ import annotations
 
+import datetime
 import json
 import sys
 from pathlib import Path
 
-from dlbridge.conformance import CHECK_NAMES, CHECKS
+from dlbridge.conformance import CHECK_NAMES, CHECKS, stream_order
 from dlbridge.conformance.report import Report, markdown
+
+CUDA_ONLY = [name for name, _ in stream_order.PRODUCER_CHECKS + stream_order.CONSUMER_CHECKS]
+"""Checks that apply on CUDA only: the GPU table has them, the CPU table does not."""
+GPU_HEADING = "## Results on a GPU"
+"""The start of the GPU section, which runs to the end of the page."""
 
 HEADER = """\
 # DLPack conformance of the Python ecosystem
@@ -86,6 +99,20 @@ print(report.failures, len(report.passed))
 ```
 """
 
+GPU_LEGEND = """\
+From one run of the CUDA adapters (`scripts/conformance.sh --gpu`: `torch-cuda`, `cupy`,
+`jax-gpu`, `numba`, `dlbridge-cuda`) on the GPU named above, with the libraries installed there.
+GPU consumers are fed device tensors only, made by the library itself or by another CUDA library
+through dlbridge. The checks are those listed above, with three that apply on CUDA only
+(`producer.stream.ordered`, `producer.stream.copy_on_stream`, `consumer.stream.passes`).
+numba speaks only `__cuda_array_interface__`, so DLPack's protocol checks are skipped for it;
+its arrays enter DLPack through dlbridge's import of that interface. dlbridge (`dlbridge-cuda`)
+is a pass-through consumer: it queues no work at import and forwards the stream its own
+consumer passes to the producer at export, which is what `consumer.stream.passes` checks for
+it.
+
+"""
+
 LEGEND = """\
 Each cell is *checks passed / checks run* in that group (**bold** where one failed); `skip`
 means the group does not apply (no consumer, no exchange API table, no asynchronous queue) or
@@ -111,29 +138,73 @@ def installed(requirements: Path) -> list[str]:
     return pins
 
 
-def main() -> None:
-    data = json.loads(Path(sys.argv[1]).read_text())
-    reports = [Report.from_dict(r) for r in data]
+def gpu_section(doc: Path) -> str:
+    """The GPU section of the page now at ``doc`` (empty where it has none)."""
+    if not doc.exists():
+        return ""
+    text = doc.read_text()
+    start = text.find("\n" + GPU_HEADING)
+    return text[start + 1 :] if start >= 0 else ""
+
+
+def cpu_page(reports: list[Report], requirements: Path) -> str:
+    """The page up to its GPU section, from the CPU run's reports."""
     out = [HEADER]
     out.append("## Libraries\n")
     out.append(
-        "Installed (Python 3.11, Linux x86_64): "
-        + ", ".join(installed(Path(sys.argv[2])))
-        + ".\n"
+        "Installed (Python 3.11, Linux x86_64): " + ", ".join(installed(requirements)) + ".\n"
     )
     out.append(NOT_INSTALLED)
     out.append("## Results\n")
     out.append(LEGEND + check_list() + "\n")
-    out.append(markdown(reports, CHECK_NAMES))
-    out.append(consequences(reports))
-    sys.stdout.write("\n".join(out).rstrip() + "\n")
+    out.append(markdown(reports, [c for c in CHECK_NAMES if c not in CUDA_ONLY]))
+    out.append(consequences(reports, "## What the deviations mean for dlbridge's users\n"))
+    return "\n".join(out).rstrip() + "\n"
+
+
+def gpu_page_section(reports: list[Report], today: datetime.date) -> str:
+    """The GPU section from a run of the CUDA adapters: the device and the date in its heading;
+    SystemExit where no library ran on a device."""
+    ran = [r for r in reports if r.device and (r.passed or r.failures)]
+    if not ran:
+        raise SystemExit(
+            "conformance_doc.py: no library ran on a device in this report (every CUDA adapter "
+            "was skipped or failed to load), so there is no GPU table to write"
+        )
+    devices = ", ".join(sorted({r.device for r in ran}))
+    out = [f"{GPU_HEADING}: {devices}, {today.isoformat()}\n", GPU_LEGEND]
+    out.append(markdown(ran, CHECK_NAMES))
+    out.append(consequences(ran, "### What the GPU deviations mean for dlbridge's users\n"))
+    return "\n".join(out).rstrip() + "\n"
+
+
+def main() -> None:
+    args = sys.argv[1:]
+    if args[:1] == ["--gpu"] and len(args) == 3:
+        report, doc = Path(args[1]), Path(args[2])
+        reports = [Report.from_dict(r) for r in json.loads(report.read_text())]
+        section = gpu_page_section(reports, datetime.date.today())
+        current = doc.read_text()
+        start = current.find("\n" + GPU_HEADING)
+        kept = current if start < 0 else current[: start + 1]
+        doc.write_text(kept.rstrip() + "\n\n" + section)
+    elif len(args) == 3:
+        report, requirements, doc = (Path(a) for a in args)
+        reports = [Report.from_dict(r) for r in json.loads(report.read_text())]
+        page = cpu_page(reports, requirements)
+        section = gpu_section(doc)
+        doc.write_text(page + ("\n" + section if section else ""))
+    else:
+        raise SystemExit(__doc__)
 
 
 NOT_INSTALLED = """\
-Not installed: `cupy` (it needs a CUDA GPU, which the machine of this run has not). dpnp runs on Intel's OpenCL CPU
-device: its arrays are real `kDLOneAPI` (14) device tensors in USM memory with an asynchronous
-queue, so its device paths are checked for real (scripts/conformance.sh sets
-`OCL_ICD_FILENAMES`, without which the wheels find no device).
+Not installed: `cupy` (it needs a CUDA GPU, which the machine of this run has not). dpnp runs on
+Intel's OpenCL CPU device: its arrays are real `kDLOneAPI` (14) device tensors in USM memory with
+an asynchronous queue, so its device paths are checked for real (scripts/conformance.sh sets
+`OCL_ICD_FILENAMES`, without which the wheels find no device). The CUDA adapters run on a GPU
+only (`scripts/conformance.sh --gpu`); their results, where a GPU run has written them, are in
+the GPU section at the end.
 """
 
 # What each failed check means for dlbridge's users, and what dlbridge does about it; only the
@@ -204,18 +275,32 @@ CONSEQUENCES = {
     "are 64-byte aligned; an imported numpy array keeps numpy's alignment), and paddle "
     "copies anyway. Check `np.shares_memory` (or the data pointers) rather than relying on "
     "`copy=False` with them.",
+    "producer.stream.ordered": "a consumer that passes its stream can still read such a "
+    "producer's array before its last write lands. dlbridge forwards the stream each of its "
+    "consumers passes to the producer it imported from (bindings/python/src/stream_order.rs), so "
+    "it keeps whatever order the producer gives and cannot add what the producer lacks: "
+    "synchronise the producer (e.g. `torch.cuda.synchronize()`) before handing its arrays on.",
+    "producer.stream.copy_on_stream": "a `copy=True` copy can be read on the consumer's stream "
+    "before it holds the producer's final values. `dlbridge.from_dlpack(x, copy=True)` asks the "
+    "producer for the copy; synchronise the producer first, or copy after the import on the "
+    "consumer's own stream.",
+    "consumer.stream.passes": "these consumers do not tell the producer which stream they work "
+    "on, so nothing orders their reads after the producer's pending work, through dlbridge or "
+    "directly: synchronise the producer before handing its arrays to them.",
     "consumer.lifecycle.deleter_once": "memory dlbridge exports to these consumers is held "
     'until the process ends (`dlbridge.diagnostics()["exports"]` keeps growing): hand them '
     "only tensors that may live that long.",
 }
 
 
-def consequences(reports: list[Report]) -> str:
+def consequences(reports: list[Report], heading: str) -> str:
+    """Under ``heading``, what each check some library failed means for dlbridge's users;
+    SystemExit where a failed check has no consequence written."""
     failed = {c for r in reports for c in r.failed}
     unexplained = sorted(failed - CONSEQUENCES.keys())
     if unexplained:
         raise SystemExit(f"conformance_doc.py: no consequence written for {', '.join(unexplained)}")
-    lines = ["## What the deviations mean for dlbridge's users\n"]
+    lines = [heading]
     for check in CHECK_NAMES:
         if check in failed:
             who = ", ".join(r.library for r in reports if check in r.failed)

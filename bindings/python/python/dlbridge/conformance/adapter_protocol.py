@@ -39,6 +39,19 @@ class Adapter(Protocol):
     - ``pending(a)``: an array of ``a``'s values whose last write is still queued
       (asynchronous devices), with ``host_addressable`` true where the device memory can be
       read by the host.
+    - For CUDA libraries: ``stream_reader()`` returns ``(handle, read)``, a new non-blocking
+      stream of the library (``handle`` is the int passed as ``__dlpack__(stream=...)``) and
+      ``read(capsule)``, which imports the capsule and copies it to numpy by work queued on that
+      stream alone (without it, torch's or cupy's reader, where installed, reads for the
+      ``producer.stream`` checks); ``pending(a)`` there queues a long kernel, then the write,
+      on the library's current stream. ``forwards_streams = True`` marks a pass-through
+      consumer (it queues no work at import and forwards its consumers' streams to the
+      producer at export, as dlbridge does): ``consumer.stream.passes`` checks the forwarding.
+      ``interface = "cuda_array_interface"`` marks a library that speaks only that interface
+      (numba): DLPack's protocol checks are skipped. ``start_method = "spawn"`` runs isolated
+      checks in spawned children (CUDA cannot be used in a forked one). ``device_name`` names
+      the device, for the report. ``load()`` raises ``NoDevice`` where the device is missing:
+      every check is skipped with that reason.
     - ``recipe``, ``consumer_recipe``: how the library spells ``from_numpy``
       (``"torch.from_numpy(a)"``) and ``from_dlpack`` (``"torch.from_dlpack({x})"``), for the
       reproductions in findings.
