@@ -44,7 +44,8 @@ shm-sweep:
 fuzz *targets:
     @scripts/fuzz.sh {{targets}}
 
-# bindings/julia builds in the Julia build environment.
+# bindings/julia builds in the Julia build environment. examples/cuda-extension, a workspace of its
+# own, is compiled here on every machine; its tests build and run it only where a GPU is visible.
 [doc("Check the build graph, and formatting, clippy and rustdoc (warnings are errors) in every cargo workspace.")]
 lint:
     python3 scripts/run.py check
@@ -58,6 +59,8 @@ lint:
       RUSTDOCFLAGS="-D warnings" cargo doc --manifest-path bindings/julia/Cargo.toml --locked --no-deps -p dlbridge-julia
     cargo fmt --manifest-path fuzz/Cargo.toml --all -- --check
     cargo clippy --manifest-path fuzz/Cargo.toml --all-targets --locked -- -D warnings
+    cargo fmt --manifest-path examples/cuda-extension/Cargo.toml --all -- --check
+    cargo clippy --manifest-path examples/cuda-extension/Cargo.toml --all-targets --locked -- -D warnings
 
 [doc("Run the benchmarks (or those named), each against peers in the same run; write docs/benchmarks.md.")]
 bench *benchmarks:
