@@ -1,5 +1,7 @@
 //! The buffer protocol for CPU tensors whose dtype has a `struct` format: `memoryview(t)`,
-//! `bytes(t)`, `numpy.asarray(t)`. Read-only tensors give read-only buffers.
+//! `bytes(t)`, `numpy.asarray(t)`. Read-only tensors give read-only buffers. CUDA memory the host
+//! can address is handed out once the producer's pending work is done (see
+//! [`crate::stream_order`]).
 
 use std::ffi::c_int;
 
@@ -10,6 +12,7 @@ use smallvec::SmallVec;
 
 use crate::c_entry::status_entry;
 use crate::errors::{buffer_error, to_py_err};
+use crate::stream_order::wait_for_host_read;
 use crate::tensor::TensorRef;
 
 /// Shape then strides (bytes) of one exported buffer, alive until the buffer is released.
@@ -31,6 +34,7 @@ unsafe fn fill(
 ) -> PyResult<()> {
     let v = tensor.view();
     v.require_host().map_err(to_py_err)?;
+    wait_for_host_read(tensor)?;
     let format = struct_format(v.dtype()).ok_or_else(|| {
         buffer_error(format!(
             "dtype {} has no buffer-protocol format; exchange it with __dlpack__ instead",

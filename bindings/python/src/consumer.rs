@@ -74,7 +74,8 @@ pub(crate) fn from_dlpack<'py>(
     fast_paths: bool,
 ) -> PyResult<Bound<'py, PyAny>> {
     if is_capsule(x) {
-        return finish(py, TensorData::Imported(consume_capsule(x)?), None, request);
+        let data = stream_order::mark_capsule_import(consume_capsule(x)?)?;
+        return finish(py, data, None, request);
     }
     // The fast paths are optimisations only: if they fail, or cannot honour the request, the
     // producer's `__dlpack__` gets the final word (and raises its own, canonical errors).

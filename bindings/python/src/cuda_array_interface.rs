@@ -10,15 +10,16 @@
 //! - Import: `dlbridge.from_dlpack` takes an object that has only the interface. The tensor views
 //!   the object's memory (zero-copy), keeps the object alive and keeps its read-only flag. The
 //!   device comes from the CUDA driver the process has loaded (device 0 where none is loaded:
-//!   no real CUDA memory exists there). A producer's `stream` is waited for on the host at import,
-//!   as numba's own `as_cuda_array` does: the interface has no later handshake to defer it to.
+//!   no real CUDA memory exists there). A producer's `stream` is not waited for on the host (as
+//!   numba's own `as_cuda_array` does): the tensor is marked ready on it with an event, and each
+//!   export makes the consumer's stream wait on that event (see [`crate::stream_order`]).
 
-use dlbridge::{DataType, DataTypeCode, Device, DeviceType, Flags, Order};
+use dlbridge::stream_order::cuda_device_of;
+use dlbridge::{DataType, DataTypeCode, Device, DeviceType, Error, Flags, Order};
 use pyo3::exceptions::PyAttributeError;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyTuple};
 
-use crate::cuda_driver::{self, DriverError};
 use crate::errors::{buffer_error, to_py_err, type_error};
 use crate::gil_anywhere::PyOwner;
 use crate::stream_order::order_default_stream;
@@ -223,7 +224,7 @@ fn element_strides(byte_strides: &[i64], dtype: DataType) -> PyResult<Vec<i64>> 
 }
 
 /// A driver failure as a BufferError saying what was asked.
-fn driver_error(what: String, err: DriverError) -> PyErr {
+fn driver_error(what: String, err: Error) -> PyErr {
     buffer_error(format!("{what}: {err}"))
 }
 
@@ -244,10 +245,10 @@ pub(crate) fn import(x: &Bound<'_, PyAny>) -> PyResult<TensorData> {
         .map(|s| element_strides(s, interface.dtype))
         .transpose()?;
     let empty = interface.shape.contains(&0);
-    let id = match cuda_driver::device_of(interface.address) {
+    let id = match cuda_device_of(interface.address) {
         _ if empty || interface.address == 0 => 0,
         Ok(id) => id,
-        Err(DriverError::NotLoaded) => 0,
+        Err(Error::CudaDriverNotLoaded) => 0,
         Err(err) => {
             return Err(driver_error(
                 format!(
@@ -258,15 +259,10 @@ pub(crate) fn import(x: &Bound<'_, PyAny>) -> PyResult<TensorData> {
             ))
         }
     };
-    if let Some(stream) = interface.stream {
-        if stream == 0 {
-            return Err(buffer_error(format!(
-                "{ATTRIBUTE} stream 0 is not allowed (version 3: None, 1, 2 or a stream handle)"
-            )));
-        }
-        cuda_driver::synchronize(stream as u64).map_err(|err| {
-            driver_error(format!("cannot wait for {ATTRIBUTE} stream {stream}"), err)
-        })?;
+    if let Some(stream) = interface.stream.filter(|&s| s <= 0) {
+        return Err(buffer_error(format!(
+            "{ATTRIBUTE} stream {stream} is not allowed (version 3: None, 1, 2 or a stream handle)"
+        )));
     }
     let flags = if interface.read_only {
         Flags::READ_ONLY
@@ -292,5 +288,15 @@ pub(crate) fn import(x: &Bound<'_, PyAny>) -> PyResult<TensorData> {
         )
     }
     .map_err(to_py_err)?;
+    if let Some(stream) = interface.stream {
+        tensor
+            .mark_ready_on(stream as u64 as usize)
+            .map_err(|err| {
+                driver_error(
+                    format!("cannot order after {ATTRIBUTE} stream {stream}"),
+                    err,
+                )
+            })?;
+    }
     Ok(TensorData::Owned(Box::new(tensor)))
 }

@@ -32,7 +32,6 @@ mod capsule;
 mod constructors;
 mod consumer;
 mod cuda_array_interface;
-mod cuda_driver;
 mod diagnostics;
 mod elements;
 mod errors;

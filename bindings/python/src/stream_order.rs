@@ -2,12 +2,25 @@
 //! sees all the work a direct exchange with the producer would have made visible.
 //!
 //! dlbridge queues no work of its own, so the only pending work on a device tensor is its
-//! producer's. A `dlbridge.Tensor` imported from a Python object on a device with streams or
-//! queues keeps a reference to that object (see [`crate::tensor::new_tensor_from`]), and each
-//! export forwards the consumer's stream to it: `producer.__dlpack__(stream=S, max_version=...)`,
-//! whose capsule is dropped unused. The producer orders `S` after its work in its own way (torch
-//! and cupy record an event on their current stream, jax waits for the buffer's own events),
-//! exactly as if the consumer had asked it directly; the import itself never waits.
+//! producer's. Two routes keep it ordered; neither makes the host wait:
+//! - A `dlbridge.Tensor` imported from a Python object on a device with streams or queues keeps
+//!   a reference to that object (see [`crate::tensor::new_tensor_from`]), and each export
+//!   forwards the consumer's stream to it: `producer.__dlpack__(stream=S, max_version=...)`,
+//!   whose capsule is dropped unused. The producer orders `S` after its work in its own way
+//!   (torch and cupy record an event on their current stream, jax waits for the buffer's own
+//!   events), exactly as if the consumer had asked it directly.
+//! - Where no Python producer can be asked (a bare capsule, a `__cuda_array_interface__` object),
+//!   a CUDA tensor is marked at import with an event on the producer's stream (the interface's
+//!   `stream`; for a capsule the legacy default stream, which DLPack assumes when none was
+//!   exchanged), and each export makes the consumer's stream wait on it
+//!   ([`dlbridge::Tensor::mark_ready_on`]). A process that has not loaded the CUDA driver holds
+//!   no CUDA memory of its own making, so nothing can be pending there and nothing is marked.
+//!
+//! Host reads of CUDA memory the host can address (`cuda_host`, `cuda_managed`: `tolist`, the
+//! buffer protocol, and exports with no stream, which is what a CPU consumer such as numpy
+//! passes) first wait, with the GIL released, for the producer's work: the legacy stream after
+//! the Python producer was asked to order it, the import's mark, or the whole device when nothing
+//! says which stream wrote it.
 //!
 //! The `stream` argument follows the array API standard, checked against the tensor's device:
 //! - `None`: the device's default stream, forwarded as 1 (`CU_STREAM_LEGACY`) on CUDA and 0 on
@@ -18,14 +31,15 @@
 //! - Devices whose streams are objects (a `dpctl.SyclQueue` for oneAPI) get the object as given.
 //! - CPU tensors take `None` only.
 
-use dlbridge::{Device, DeviceType};
+use dlbridge::stream_order::{self, LEGACY_STREAM};
+use dlbridge::{Device, DeviceType, Error, ManagedTensor};
 use dlbridge_pyo3::consumer::is_signature_error;
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyInt, PyTuple};
 
-use crate::errors::{type_error, value_error};
-use crate::tensor::TensorRef;
+use crate::errors::{to_py_err, type_error, value_error};
+use crate::tensor::{TensorData, TensorRef};
 
 /// How a device numbers its streams, as far as the array API's `stream` values go.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -123,22 +137,79 @@ pub(crate) fn consumer_stream<'a, 'py>(
     }
 }
 
-/// Orders `stream` after the pending work of `tensor`'s producer, by forwarding it to the
-/// producer's `__dlpack__`. Tensors without a kept producer, and `-1`, need nothing.
+/// Orders `stream` after the pending work of `tensor`'s producer: forwarded to the kept Python
+/// producer, or waited for on the import's mark. `-1`, and tensors with neither, need nothing.
+/// With no stream, CUDA memory the host can read is waited for on the host as well (see the
+/// module docs).
 pub(crate) fn order_after_producer(
     tensor: TensorRef<'_, '_>,
     stream: &ConsumerStream<'_, '_>,
 ) -> PyResult<()> {
-    let Some(producer) = tensor.producer() else {
-        return Ok(());
-    };
-    let py = producer.py();
-    let stream = match stream {
+    let device = tensor.view().device();
+    if matches!(stream, ConsumerStream::Default) && host_readable_cuda(device) {
+        return wait_for_host_read(tensor);
+    }
+    let py = tensor.object().py();
+    let raw = match stream {
         ConsumerStream::NoSync => return Ok(()),
-        ConsumerStream::Default => StreamKind::of(tensor.view().device()).default_stream(py),
+        ConsumerStream::Default => StreamKind::of(device).default_stream(py),
         ConsumerStream::Given(s) => Borrowed::to_owned(*s),
     };
-    forward(&producer, &stream)
+    if let Some(producer) = tensor.producer() {
+        forward(&producer, &raw)?;
+    } else if let TensorData::Owned(marked) = tensor.data() {
+        if StreamKind::of(device) == StreamKind::Cuda {
+            let handle = raw.extract::<u64>()? as usize;
+            tolerate_no_driver(marked.order_stream(handle))?;
+        }
+    }
+    Ok(())
+}
+
+/// CUDA memory the host can address: `cuda_host` and `cuda_managed`.
+fn host_readable_cuda(device: Device) -> bool {
+    matches!(device.kind, DeviceType::CudaHost | DeviceType::CudaManaged)
+}
+
+/// Blocks, with the GIL released, until a host read of `tensor` sees its producer's work: for
+/// CUDA memory the host can address (`cuda_host`, `cuda_managed`); at once for anything else.
+pub(crate) fn wait_for_host_read(tensor: TensorRef<'_, '_>) -> PyResult<()> {
+    let device = tensor.view().device();
+    if !host_readable_cuda(device) {
+        return Ok(());
+    }
+    let py = tensor.object().py();
+    let waited = if let Some(producer) = tensor.producer() {
+        forward(&producer, &PyInt::new(py, LEGACY_STREAM as i64).into_any())?;
+        py.detach(|| stream_order::synchronize_stream(device, LEGACY_STREAM))
+    } else if let TensorData::Owned(marked) = tensor.data() {
+        py.detach(|| marked.wait_for_host())
+    } else {
+        py.detach(|| stream_order::synchronize_device(device))
+    };
+    tolerate_no_driver(waited)
+}
+
+/// A driver call's result, where a process without the driver has nothing pending to order.
+fn tolerate_no_driver(result: dlbridge::Result<()>) -> PyResult<()> {
+    match result {
+        Ok(()) | Err(Error::CudaDriverNotLoaded) => Ok(()),
+        Err(err) => Err(to_py_err(err)),
+    }
+}
+
+/// The data of a tensor imported from a bare capsule: a CUDA tensor, in a process that has loaded
+/// the driver, marked ready on the legacy default stream (what DLPack assumes when no stream was
+/// exchanged) so that later consumers' streams wait for the producer's work; anything else as it
+/// came. On a driver failure the import fails, and `managed`'s deleter runs.
+pub(crate) fn mark_capsule_import(managed: ManagedTensor) -> PyResult<TensorData> {
+    let device = dlbridge::AsTensorView::view(&managed).device();
+    if StreamKind::of(device) != StreamKind::Cuda || !stream_order::cuda_driver_loaded() {
+        return Ok(TensorData::Imported(managed));
+    }
+    let tensor = dlbridge::Tensor::from_managed(managed);
+    tensor.mark_ready_on(LEGACY_STREAM).map_err(to_py_err)?;
+    Ok(TensorData::Owned(Box::new(tensor)))
 }
 
 /// Orders the device's default stream after the producer's work: what a consumer that reads

@@ -130,7 +130,7 @@ def test_read_only_interfaces_stay_read_only_and_round_trip():
     a = np.arange(6, dtype=np.int32)
     d = dlbridge.from_dlpack(InterfaceOnly(interface_of(a, data=(np_ptr(a), True))))
     assert d.readonly
-    # Its stream (1) would be waited for through the driver, which this process has not loaded.
+    # Its stream (1) would be marked through the driver, which this process has not loaded.
     again = dlbridge.from_dlpack(InterfaceOnly(dict(d.__cuda_array_interface__, stream=None)))
     assert again.data_ptr == d.data_ptr and again.readonly and again.shape == (6,)
 
@@ -146,9 +146,9 @@ def test_version_2_and_empty_interfaces_are_read():
 
 
 @needs_no_driver
-def test_a_producer_stream_needs_the_driver_to_wait_for_it():
+def test_a_producer_stream_needs_the_driver_to_order_after_it():
     a = np.arange(4, dtype=np.float32)
-    with pytest.raises(BufferError, match="cannot wait for __cuda_array_interface__ stream 5: this process has not loaded the CUDA driver"):
+    with pytest.raises(BufferError, match="cannot order after __cuda_array_interface__ stream 5: this process has not loaded the CUDA driver"):
         dlbridge.from_dlpack(InterfaceOnly(interface_of(a, stream=5)))
 
 
@@ -170,6 +170,7 @@ def test_with_the_driver_a_host_pointer_is_not_cuda_memory():
         ({"shape": "abc"}, BufferError, "field \"shape\" is invalid"),
         ({"data": None}, BufferError, "field \"data\" is invalid"),
         ({"stream": 0}, BufferError, "stream 0 is not allowed"),
+        ({"stream": -1}, BufferError, "stream -1 is not allowed"),
         ({"shape": (2, -1)}, BufferError, "negative"),
         ({"strides": (4,)}, BufferError, r"strides \[4\] do not match shape \[2, 2\]"),
         ({"shape": (1 << 62, 1 << 62)}, BufferError, "overflows"),

@@ -106,6 +106,11 @@ fn load() -> Option<Driver> {
     (unsafe { (driver.init)(0) } == 0).then_some(driver)
 }
 
+/// Whether the process has loaded the driver (looked up once, as for every call).
+pub(crate) fn loaded() -> bool {
+    driver().is_ok()
+}
+
 /// Turns a driver status into a result naming the call and the driver's name for the code.
 fn check(driver: &Driver, call: &'static str, status: CuResult) -> Result<()> {
     if status == 0 {

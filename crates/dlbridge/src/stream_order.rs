@@ -92,6 +92,12 @@ pub fn synchronize_device(device: Device) -> Result<()> {
     context_of(device)?.with_current(|calls| calls.context_synchronize())
 }
 
+/// Whether this process has loaded the CUDA driver. Without it, the process holds no CUDA memory
+/// of its own making, so no CUDA work of its own can be pending on any tensor.
+pub fn cuda_driver_loaded() -> bool {
+    cuda_driver::loaded()
+}
+
 /// The ordinal of the CUDA device that owns `address`, as the driver knows it
 /// ([`Error::CudaDriverNotLoaded`] in a process without the driver, which holds no CUDA memory).
 pub fn cuda_device_of(address: u64) -> Result<i32> {

@@ -154,6 +154,7 @@ fn managed_tensor() -> Tensor {
 #[test]
 fn a_ready_mark_records_on_the_producers_stream_and_orders_the_consumers() {
     let (driver, _serial) = driver();
+    assert!(stream_order::cuda_driver_loaded());
     let t = cuda_tensor(0);
     t.mark_ready_on(0x1234).unwrap();
     t.order_stream(LEGACY_STREAM).unwrap();

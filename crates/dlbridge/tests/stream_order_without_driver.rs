@@ -48,6 +48,7 @@ fn cuda_tensors_need_a_driver_the_process_loaded_and_nothing_is_loaded() {
         Err(Error::CudaDriverNotLoaded)
     );
     assert!(!driver_loaded(), "asking loaded no driver");
+    assert!(!dlbridge::stream_order::cuda_driver_loaded());
 }
 
 #[test]
