@@ -450,7 +450,9 @@ int dlb_tensor_import_legacy(DLManagedTensor *managed,
  * its own until the consumer calls its deleter (exactly once, from any thread). The export
  * carries the tensor's flags plus `extra_flags` (e.g. DLB_FLAG_READ_ONLY to lend memory that
  * must not be written), non-NULL strides when ndim > 0, byte_offset 0, and NULL data when the
- * tensor has no elements. On failure `*out` is NULL.
+ * tensor has no elements. A CUDA tensor marked with `dlb_tensor_mark_ready` first orders the
+ * legacy default stream after its mark, which a consumer given no stream reads on (driver
+ * errors as for `dlb_tensor_order_stream`). On failure `*out` is NULL.
  *
  * # Safety
  * `t` is NULL or a live handle; `out` is NULL or writable.

@@ -5,7 +5,8 @@ use std::ffi::c_int;
 use std::sync::Arc;
 
 use dlbridge::ffi::{DLManagedTensor, DLManagedTensorVersioned};
-use dlbridge::{export, Flags, ManagedTensor, Tensor};
+use dlbridge::stream_order::LEGACY_STREAM;
+use dlbridge::{export, DeviceType, Flags, ManagedTensor, Tensor};
 
 use crate::args::Out;
 use crate::handle::dlb_tensor;
@@ -18,6 +19,19 @@ fn hand_out(
     out: Result<Out<*mut dlb_tensor>, CapiError>,
 ) -> Result<(), CapiError> {
     out?.write(dlb_tensor::into_raw(Tensor::from_managed(managed)));
+    Ok(())
+}
+
+/// Orders the legacy default stream after a CUDA tensor's mark (`dlb_tensor_mark_ready`), if it
+/// has one: a consumer handed a bare managed tensor reads on that stream, as DLPack assumes when
+/// no stream is exchanged. The host does not wait.
+fn order_for_bare_consumer(tensor: &Tensor) -> Result<(), CapiError> {
+    if matches!(
+        tensor.device().kind,
+        DeviceType::Cuda | DeviceType::CudaHost | DeviceType::CudaManaged
+    ) {
+        tensor.order_stream(LEGACY_STREAM)?;
+    }
     Ok(())
 }
 
@@ -83,7 +97,9 @@ pub unsafe extern "C" fn dlb_tensor_import_legacy(
 /// its own until the consumer calls its deleter (exactly once, from any thread). The export
 /// carries the tensor's flags plus `extra_flags` (e.g. DLB_FLAG_READ_ONLY to lend memory that
 /// must not be written), non-NULL strides when ndim > 0, byte_offset 0, and NULL data when the
-/// tensor has no elements. On failure `*out` is NULL.
+/// tensor has no elements. A CUDA tensor marked with `dlb_tensor_mark_ready` first orders the
+/// legacy default stream after its mark, which a consumer given no stream reads on (driver
+/// errors as for `dlb_tensor_order_stream`). On failure `*out` is NULL.
 ///
 /// # Safety
 /// `t` is NULL or a live handle; `out` is NULL or writable.
@@ -98,6 +114,7 @@ pub unsafe extern "C" fn dlb_tensor_export_versioned(
         let out = unsafe { Out::cleared(out, "out") }?;
         // SAFETY: caller's contract.
         let tensor = unsafe { dlb_tensor::arg(t, "t") }?;
+        order_for_bare_consumer(tensor)?;
         let flags = Flags::from_bits_retain(extra_flags);
         out.write(export::to_versioned(Arc::clone(tensor), flags).as_ptr());
         Ok(())
@@ -123,6 +140,7 @@ pub unsafe extern "C" fn dlb_tensor_export_legacy(
         let out = unsafe { Out::cleared(out, "out") }?;
         // SAFETY: caller's contract.
         let tensor = unsafe { dlb_tensor::arg(t, "t") }?;
+        order_for_bare_consumer(tensor)?;
         let managed = export::to_legacy(Arc::clone(tensor), allow_read_only != 0)?;
         out.write(managed.as_ptr());
         Ok(())

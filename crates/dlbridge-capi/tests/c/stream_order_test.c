@@ -102,6 +102,14 @@ int main(int argc, char **argv) {
         "cuStreamWaitEvent stream=per-thread event=1 device=1\n";
     CHECK(strcmp(driver_log(), expected) == 0);
     CHECK(live_events() == 1 && retained_contexts() == 1);
+    clear_log();
+
+    /* A bare managed tensor's consumer reads on the legacy stream: exports order it first. */
+    DLManagedTensorVersioned *exported = NULL;
+    CHECK_STATUS(dlb_tensor_export_versioned(clone, 0, &exported), DLB_OK);
+    CHECK(strcmp(driver_log(), "cuStreamWaitEvent stream=legacy event=1 device=1\n") == 0);
+    exported->deleter(exported);
+    clear_log();
 
     fail_next("cuStreamWaitEvent", 400);
     CHECK_STATUS(dlb_tensor_order_stream(clone, 1), DLB_ERR_CUDA_DRIVER);
