@@ -15,6 +15,7 @@ use pyo3::types::{PyString, PyTuple};
 use crate::constructors::{dtype_argument, shape_argument};
 use crate::consumer::{self, ImportRequest};
 use crate::errors::{shm_open_error, to_py_err};
+use crate::stream_order::wait_for_host_read;
 use crate::tensor::{new_tensor, TensorData, TensorRef};
 
 /// A new zero-filled, C-contiguous CPU tensor in a new shared-memory segment: returns
@@ -62,6 +63,8 @@ pub(crate) fn to_shared<'py>(x: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyStr
             TensorRef::cast(imported.as_borrowed())?
         }
     };
+    // Copying reads the memory on the host: managed memory first waits for the producer.
+    wait_for_host_read(tensor)?;
     let shared = shm::export(&tensor.view()).map_err(to_py_err)?;
     // Handing over waits for the keeper's answer: other threads run meanwhile.
     let handle = py.detach(|| shared.handoff()).map_err(to_py_err)?;

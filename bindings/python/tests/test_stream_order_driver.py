@@ -117,6 +117,9 @@ def test_host_reads_of_managed_memory_wait_for_the_mark(fake_driver):
         assert calls() == ["cuEventSynchronize event=1"]
         assert np.from_dlpack(d).tolist() == [[0, 1], [2, 3]]
         assert calls() == ["cuEventSynchronize event=1"], "an export with no stream is a host read"
+        shared = dlbridge.from_shared(dlbridge.to_shared(d))
+        assert calls() == ["cuEventSynchronize event=1"], "a copy to shared memory is a host read"
+        assert shared.tolist() == [[0, 1], [2, 3]]
         d.__dlpack__(stream=0x5678, max_version=(1, 3))
         assert calls() == ["cuStreamWaitEvent stream=0x5678 event=1 device=0"], "a stream: no wait"
         del d
