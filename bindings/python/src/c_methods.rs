@@ -199,6 +199,24 @@ impl<'a, 'py> Arguments<'a, 'py> {
         Ok(slots)
     }
 
+    /// Whether every keyword value is an immutable constant whose meaning cannot change:
+    /// `None`, a bool, or an exact tuple of exact ints (what `copy`, `max_version` and
+    /// `dl_device` are given). Such values decode the same way every time, so a call made of
+    /// them can be recorded in a [`RecentCall`].
+    pub(crate) fn constant_values(&self) -> bool {
+        // SAFETY: type objects are static data; every value is a live object (contract of
+        // `new`); the items of an exact tuple are in range and borrowed.
+        self.keyword_values.iter().all(|&v| unsafe {
+            let ty = ffi::Py_TYPE(v);
+            if v == ffi::Py_None() || ty == &raw mut ffi::PyBool_Type {
+                return true;
+            }
+            ty == &raw mut ffi::PyTuple_Type
+                && (0..ffi::PyTuple_Size(v))
+                    .all(|i| ffi::Py_TYPE(ffi::PyTuple_GetItem(v, i)) == &raw mut ffi::PyLong_Type)
+        })
+    }
+
     /// Maps each keyword name to its slot index by comparing names.
     fn resolve<const N: usize>(
         &self,
@@ -244,6 +262,93 @@ impl<'a, 'py> Arguments<'a, 'py> {
             }
         }
         Ok(mapping)
+    }
+}
+
+/// The keyword names and values of the last call an entry point recorded, with what they
+/// decoded to, so that a caller that passes the same objects again (numpy's `from_dlpack` passes
+/// one constant keyword-name tuple and the same `None`s and `max_version` tuple on every call) is
+/// answered without parsing.
+///
+/// Only calls whose values are all immutable constants (see [`Arguments::constant_values`]) are
+/// recorded, so that the same objects always decode the same way; the references held here keep
+/// their addresses from being reused by other objects while recorded.
+pub(crate) struct RecentCall<T> {
+    last: GilCell<Option<RecordedCall<T>>>,
+}
+
+/// A recorded call: owned references to its keyword-name tuple (or NULL) and keyword values.
+struct RecordedCall<T> {
+    kwnames: *mut ffi::PyObject,
+    values: [*mut ffi::PyObject; MAX_KEYWORDS],
+    count: usize,
+    decoded: T,
+}
+
+impl<T: Copy> RecentCall<T> {
+    /// Nothing recorded yet.
+    pub(crate) const fn new() -> Self {
+        RecentCall {
+            last: GilCell::new(None),
+        }
+    }
+
+    /// What the recorded call decoded to, if this call (the raw arguments of a fastcall entry
+    /// point) passes no positional arguments and the same keyword names and values, by identity.
+    ///
+    /// # Safety
+    /// As for [`Arguments::new`].
+    #[inline]
+    pub(crate) unsafe fn find(
+        &self,
+        py: Python<'_>,
+        args: *const *mut ffi::PyObject,
+        nargs: ffi::Py_ssize_t,
+        kwnames: *mut ffi::PyObject,
+    ) -> Option<T> {
+        if nargs != 0 {
+            return None;
+        }
+        self.last.with(py, |last| {
+            let last = last.as_ref().filter(|last| last.kwnames == kwnames)?;
+            // SAFETY: the same keyword-name tuple as the recorded call, so `args` holds
+            // `last.count` keyword values (the contract of `Arguments::new`).
+            let values = unsafe { std::slice::from_raw_parts(args, last.count) };
+            (values == &last.values[..last.count]).then_some(last.decoded)
+        })
+    }
+
+    /// Records `args` (no positional arguments, constant values: callers check
+    /// [`Arguments::constant_values`]) as decoding to `decoded`, replacing the call recorded
+    /// before.
+    pub(crate) fn record(&self, args: &Arguments<'_, '_>, decoded: T) {
+        debug_assert!(args.positional.is_empty() && args.constant_values());
+        let count = args.keyword_values.len();
+        let mut values = [std::ptr::null_mut(); MAX_KEYWORDS];
+        values[..count].copy_from_slice(args.keyword_values);
+        // SAFETY: live objects (the call's arguments); the references are released when the
+        // record is replaced.
+        unsafe {
+            ffi::Py_XINCREF(args.kwnames);
+            values[..count].iter().for_each(|&v| ffi::Py_IncRef(v));
+        }
+        let recorded = RecordedCall {
+            kwnames: args.kwnames,
+            values,
+            count,
+            decoded,
+        };
+        let replaced = self.last.with(args.py, |last| last.replace(recorded));
+        if let Some(replaced) = replaced {
+            // SAFETY: the references taken when it was recorded; the GIL is held. Releasing
+            // them runs no Python code (str tuples, constants) and happens outside the cell.
+            unsafe {
+                ffi::Py_XDECREF(replaced.kwnames);
+                replaced.values[..replaced.count]
+                    .iter()
+                    .for_each(|&v| ffi::Py_DecRef(v));
+            }
+        }
     }
 }
 

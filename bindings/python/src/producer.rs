@@ -13,7 +13,7 @@ use pyo3::prelude::*;
 
 use crate::arguments::{copy_policy, given, int_pair, major_version};
 use crate::c_entry::object_entry;
-use crate::c_methods::{Arguments, KeywordCache, MethodDef};
+use crate::c_methods::{Arguments, KeywordCache, MethodDef, RecentCall};
 use crate::capsule::{into_capsule, Export};
 use crate::diagnostics::{CountedExport, Live};
 use crate::errors::{buffer_error, to_py_err};
@@ -34,6 +34,7 @@ struct LentBlock<M> {
 
 /// The `DLTensor` of a lent export. Flags are the tensor's minus IS_COPIED, which says how the
 /// tensor was made; the export itself copies nothing.
+#[inline(always)]
 fn lent_tensor(v: &TensorView<'_>) -> (DLTensor, Flags) {
     let ndim = v.ndim();
     let dims = |d: &[i64]| {
@@ -78,6 +79,7 @@ static SPARE_BLOCK: AtomicPtr<c_void> = AtomicPtr::new(ptr::null_mut());
 /// Places a lent export's block (the spare one, else a new one in Python's allocator, which is
 /// fast for small blocks; given back by the deleter under the GIL) together with a new reference
 /// to `obj`.
+#[inline(always)]
 fn lend<M>(tensor: TensorRef<'_, '_>, managed: M) -> PyResult<NonNull<M>> {
     const { assert!(std::mem::size_of::<LentBlock<M>>() <= BLOCK_SIZE) };
     // Plain loads and stores (no `swap`, a locked instruction): the GIL orders every access.
@@ -130,6 +132,7 @@ unsafe fn release_lent<M>(block: *mut LentBlock<M>) {
 }
 
 /// A zero-copy versioned (1.3) export of a tensor object (`view` is its view).
+#[inline]
 pub(crate) fn lend_versioned(
     tensor: TensorRef<'_, '_>,
     view: &TensorView<'_>,
@@ -186,42 +189,51 @@ unsafe extern "C" fn delete_lent_legacy(managed: *mut DLManagedTensor) {
     }
 }
 
-/// What a `__dlpack__` call asks for.
-struct ExportRequest<'a, 'py> {
+/// What a `__dlpack__` call asks for besides its stream, decoded from its arguments alone (so
+/// that it can be remembered for the next call with the same arguments, see [`RecentCall`]).
+#[derive(Clone, Copy)]
+struct ExportOptions {
     versioned: bool,
     copy: Option<bool>,
-    stream: ConsumerStream<'a, 'py>,
+    dl_device: Option<(i64, i64)>,
 }
 
-/// Checks the arguments of `__dlpack__` against the tensor and decodes the rest.
-fn export_request<'a, 'py>(
-    device: Device,
-    stream: Option<Borrowed<'a, 'py, PyAny>>,
+/// Decodes `max_version`, `copy` and `dl_device` (type errors only; the device is checked
+/// against the tensor's by [`check_device`]).
+fn export_options(
     max_version: Option<Borrowed<'_, '_, PyAny>>,
     dl_device: Option<Borrowed<'_, '_, PyAny>>,
     copy: Option<Borrowed<'_, '_, PyAny>>,
-) -> PyResult<ExportRequest<'a, 'py>> {
+) -> PyResult<ExportOptions> {
     let versioned = match given(max_version) {
         None => false,
         Some(v) => major_version(v)? >= 1,
     };
     let copy = copy_policy(copy)?;
-    if let Some(requested) = given(dl_device) {
-        let (kind, id) = int_pair("dl_device", requested)?;
-        let ours = device_pair(device);
-        if (kind, id) != (i64::from(ours.0), i64::from(ours.1)) {
-            return Err(buffer_error(format!(
-                "cannot export to device ({kind}, {id}): the tensor is on {device} {ours:?} and \
-                 dlbridge does not move data between devices"
-            )));
-        }
-    }
-    let stream = consumer_stream(device, stream)?;
-    Ok(ExportRequest {
+    let dl_device = given(dl_device)
+        .map(|requested| int_pair("dl_device", requested))
+        .transpose()?;
+    Ok(ExportOptions {
         versioned,
         copy,
-        stream,
+        dl_device,
     })
+}
+
+/// Refuses a `dl_device` other than the tensor's `device`.
+#[inline]
+fn check_device(device: Device, dl_device: Option<(i64, i64)>) -> PyResult<()> {
+    let Some((kind, id)) = dl_device else {
+        return Ok(());
+    };
+    let ours = device_pair(device);
+    if (kind, id) != (i64::from(ours.0), i64::from(ours.1)) {
+        return Err(buffer_error(format!(
+            "cannot export to device ({kind}, {id}): the tensor is on {device} {ours:?} and \
+             dlbridge does not move data between devices"
+        )));
+    }
+    Ok(())
 }
 
 /// `Tensor.__dlpack__`: exports the tensor as a DLPack capsule.
@@ -237,18 +249,22 @@ fn dlpack<'py>(
     py: Python<'py>,
     tensor: TensorRef<'_, 'py>,
     view: &TensorView<'_>,
-    request: ExportRequest<'_, 'py>,
+    options: ExportOptions,
+    stream: &ConsumerStream<'_, 'py>,
 ) -> PyResult<Bound<'py, PyAny>> {
-    order_after_producer(tensor, &request.stream)?;
-    let export = if request.copy == Some(true) {
+    // Only a kept producer has work to order a stream after (a host tensor never keeps one).
+    if tensor.producer().is_some() {
+        order_after_producer(tensor, stream)?;
+    }
+    let export = if options.copy == Some(true) {
         let copied = view.to_contiguous(Order::C).map_err(to_py_err)?;
         let copied = CountedExport::new(copied);
-        if request.versioned {
+        if options.versioned {
             Export::Versioned(export::to_versioned(copied, Flags::empty()))
         } else {
             Export::Legacy(export::to_legacy(copied, false).map_err(to_py_err)?)
         }
-    } else if request.versioned {
+    } else if options.versioned {
         Export::Versioned(lend_versioned(tensor, view)?)
     } else {
         Export::Legacy(lend_legacy(tensor, view)?)
@@ -273,6 +289,10 @@ ordered after the producer's pending work before the capsule is made.",
 /// Keyword-name tuples seen by `Tensor.__dlpack__`.
 static DLPACK_KEYWORDS: KeywordCache = KeywordCache::new();
 
+/// The last `Tensor.__dlpack__` call whose arguments were constants and whose stream was None or
+/// absent, with its options: a consumer passes the same objects on every call.
+static RECENT_DLPACK_CALL: RecentCall<ExportOptions> = RecentCall::new();
+
 /// C entry point of `Tensor.__dlpack__`.
 unsafe extern "C" fn dlpack_entry(
     slf: *mut ffi::PyObject,
@@ -283,6 +303,12 @@ unsafe extern "C" fn dlpack_entry(
     // SAFETY: CPython calls methods with the GIL held and the fastcall argument layout.
     unsafe {
         object_entry(|py| {
+            if let Some(options) = RECENT_DLPACK_CALL.find(py, args, nargs, kwnames) {
+                let tensor = TensorRef::cast(Borrowed::from_ptr(py, slf))?;
+                let view = tensor.view();
+                check_device(view.device(), options.dl_device)?;
+                return dlpack(py, tensor, &view, options, &ConsumerStream::Default);
+            }
             let args = Arguments::new(py, args, nargs, kwnames);
             args.positional::<0>("__dlpack__")?;
             let i = dlbridge_pyo3::interned::get(py);
@@ -298,8 +324,13 @@ unsafe extern "C" fn dlpack_entry(
             )?;
             let tensor = TensorRef::cast(Borrowed::from_ptr(py, slf))?;
             let view = tensor.view();
-            let request = export_request(view.device(), stream, max_version, dl_device, copy)?;
-            dlpack(py, tensor, &view, request)
+            let options = export_options(max_version, dl_device, copy)?;
+            check_device(view.device(), options.dl_device)?;
+            let stream = consumer_stream(view.device(), stream)?;
+            if matches!(stream, ConsumerStream::Default) && args.constant_values() {
+                RECENT_DLPACK_CALL.record(&args, options);
+            }
+            dlpack(py, tensor, &view, options, &stream)
         })
     }
 }

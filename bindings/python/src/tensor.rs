@@ -43,6 +43,7 @@ impl TensorData {
 }
 
 impl AsTensorView for TensorData {
+    #[inline]
     fn view(&self) -> TensorView<'_> {
         match self {
             TensorData::Owned(t) => t.view(),
@@ -163,6 +164,7 @@ pub(crate) struct TensorRef<'a, 'py> {
 
 impl<'a, 'py> TensorRef<'a, 'py> {
     /// Checks that `obj` is a `dlbridge.Tensor` that dlbridge made (TypeError otherwise).
+    #[inline]
     pub(crate) fn cast(obj: Borrowed<'a, 'py, PyAny>) -> PyResult<Self> {
         if is_tensor(obj.as_ptr()) {
             if !is_ready(obj.as_ptr()) {
