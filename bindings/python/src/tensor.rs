@@ -156,6 +156,22 @@ fn is_ready(obj: *mut ffi::PyObject) -> bool {
     unsafe { (*obj.cast::<TensorObject>()).ready }
 }
 
+/// The TypeError for an object [`TensorRef::cast`] refuses: not a `dlbridge.Tensor`, or one
+/// that dlbridge never initialised.
+#[cold]
+fn not_a_tensor(obj: Borrowed<'_, '_, PyAny>) -> PyErr {
+    if !is_tensor(obj.as_ptr()) {
+        return match obj.get_type().name() {
+            Ok(name) => type_error(format!("expected a dlbridge.Tensor, got {name}")),
+            Err(err) => err,
+        };
+    }
+    type_error(
+        "this dlbridge.Tensor was never initialised (it was not made by dlbridge.\
+         from_dlpack, empty, arange, from_shared or a copy) and holds no tensor",
+    )
+}
+
 /// A borrowed object known to be a `dlbridge.Tensor`.
 #[derive(Clone, Copy)]
 pub(crate) struct TensorRef<'a, 'py> {
@@ -166,23 +182,15 @@ impl<'a, 'py> TensorRef<'a, 'py> {
     /// Checks that `obj` is a `dlbridge.Tensor` that dlbridge made (TypeError otherwise).
     #[inline]
     pub(crate) fn cast(obj: Borrowed<'a, 'py, PyAny>) -> PyResult<Self> {
-        if is_tensor(obj.as_ptr()) {
-            if !is_ready(obj.as_ptr()) {
-                return Err(type_error(
-                    "this dlbridge.Tensor was never initialised (it was not made by dlbridge.\
-                     from_dlpack, empty, arange, from_shared or a copy) and holds no tensor",
-                ));
-            }
+        if is_tensor(obj.as_ptr()) && is_ready(obj.as_ptr()) {
             Ok(TensorRef { obj })
         } else {
-            Err(type_error(format!(
-                "expected a dlbridge.Tensor, got {}",
-                obj.get_type().name()?
-            )))
+            Err(not_a_tensor(obj))
         }
     }
 
     /// The tensor data, valid while the object lives.
+    #[inline]
     pub(crate) fn data(&self) -> &'a TensorData {
         // SAFETY: a live instance of our type, initialised by `new_tensor` (both checked in
         // `cast`) and never mutated; the borrow `'a` keeps the object alive.
@@ -194,6 +202,7 @@ impl<'a, 'py> TensorRef<'a, 'py> {
     }
 
     /// A view of the tensor, valid while the object lives.
+    #[inline]
     pub(crate) fn view(&self) -> TensorView<'a> {
         self.data().view()
     }
