@@ -1,0 +1,139 @@
+"""Stream order on a real GPU, through every route: a consumer on a non-blocking stream of its own
+reads a tensor whose producer still has a long kernel, then a write, queued. Through dlbridge it
+must see the write, as a direct exchange does; asking for no synchronisation (-1) reads early,
+which shows each check can fail. Runs wherever torch and cupy see a CUDA device; elsewhere every
+test skips with that reason. (tests/test_stream_order_driver.py checks the same routes' driver
+calls on any machine.)"""
+
+import time
+
+import pytest
+
+torch = pytest.importorskip("torch")
+cupy = pytest.importorskip("cupy")
+
+import dlbridge  # noqa: E402  (after the skips)
+
+pytestmark = pytest.mark.skipif(
+    not torch.cuda.is_available(), reason="no CUDA device visible to torch"
+)
+
+N = 1 << 20
+# Cycles of torch's spin kernel: about a second on current GPUs, far longer than any host step.
+SPIN = 1_500_000_000
+
+
+def pending_fill(stream=None):
+    """A zeroed CUDA tensor whose fill with ones is queued behind a long kernel, on `stream`
+    (torch's current stream when None)."""
+    x = torch.zeros(N, device="cuda")
+    torch.cuda.synchronize()
+    with torch.cuda.stream(stream or torch.cuda.current_stream()):
+        torch.cuda._sleep(SPIN)
+        x.fill_(1.0)
+    return x
+
+
+def read_on_own_stream(obj, **kwargs):
+    """The sum cupy reads from `obj` on a non-blocking stream of its own (cupy passes that
+    stream to `__dlpack__`)."""
+    with cupy.cuda.Stream(non_blocking=True) as s:
+        y = cupy.from_dlpack(obj, **kwargs)
+        total = float(y.sum())
+        s.synchronize()
+    return total
+
+
+def test_direct_exchange_is_ordered_the_control():
+    side = torch.cuda.Stream()
+    x = pending_fill(side)
+    with torch.cuda.stream(side):
+        assert read_on_own_stream(x) == N
+
+
+def test_a_python_producers_stream_is_forwarded():
+    side = torch.cuda.Stream()
+    x = pending_fill(side)
+    with torch.cuda.stream(side):
+        d = dlbridge.from_dlpack(x)
+        assert read_on_own_stream(d) == N
+    torch.cuda.synchronize()
+
+
+def test_an_import_with_a_second_of_pending_work_returns_at_once():
+    dlbridge.from_dlpack(torch.zeros(4, device="cuda"))  # first use: driver lookups
+    side = torch.cuda.Stream()
+    x = pending_fill(side)
+    with torch.cuda.stream(side):
+        start = time.perf_counter()
+        d = dlbridge.from_dlpack(x)
+        elapsed = time.perf_counter() - start
+    assert elapsed < 1e-3, f"the import waited {elapsed * 1e3:.1f} ms"
+    assert not side.query(), "the producer's work was still pending"
+    del d
+    torch.cuda.synchronize()
+
+
+def test_a_bare_capsule_is_ordered_after_the_legacy_stream():
+    x = pending_fill()  # torch's default stream: the legacy default stream
+    capsule = x.__dlpack__(stream=-1)  # the producer does no synchronisation of its own
+    d = dlbridge.from_dlpack(capsule)
+    assert read_on_own_stream(d) == N
+    torch.cuda.synchronize()
+
+
+def test_minus_one_reads_early_so_the_checks_can_fail():
+    x = pending_fill()
+    d = dlbridge.from_dlpack(x.__dlpack__(stream=-1))
+
+    class NoSync:
+        """Exports `d` asking for no synchronisation, whatever stream the consumer passes."""
+
+        def __dlpack_device__(self):
+            return d.__dlpack_device__()
+
+        def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
+            return d.__dlpack__(stream=-1, max_version=max_version)
+
+    assert read_on_own_stream(NoSync()) < N
+    torch.cuda.synchronize()
+
+
+def test_a_cuda_array_interface_stream_is_marked_not_waited_for():
+    side = torch.cuda.Stream()
+    x = pending_fill(side)
+
+    class InterfaceOnly:
+        __cuda_array_interface__ = {
+            "shape": (N,),
+            "typestr": "<f4",
+            "data": (x.data_ptr(), False),
+            "version": 3,
+            "stream": side.cuda_stream,
+        }
+
+    start = time.perf_counter()
+    d = dlbridge.from_dlpack(InterfaceOnly())
+    elapsed = time.perf_counter() - start
+    assert elapsed < 1e-2, f"the import waited {elapsed * 1e3:.1f} ms"
+    assert not side.query(), "the producer's work was still pending"
+    assert d.data_ptr == x.data_ptr()
+    assert read_on_own_stream(d) == N
+    torch.cuda.synchronize()
+
+
+def test_managed_memory_is_read_on_the_host_after_the_producers_work():
+    managed = cupy.cuda.MemoryPool(cupy.cuda.malloc_managed)
+    cupy.cuda.set_allocator(managed.malloc)
+    try:
+        torch.cuda._sleep(SPIN)  # on the legacy default stream, which cupy's work below follows
+        a = cupy.arange(6, dtype=cupy.int32)
+        d = dlbridge.from_dlpack(a)
+        assert d.device == (13, 0)
+        assert d.tolist() == [0, 1, 2, 3, 4, 5]
+        torch.cuda._sleep(SPIN)
+        b = cupy.arange(6, dtype=cupy.int32) * 2
+        bare = dlbridge.from_dlpack(b.__dlpack__(stream=-1))
+        assert memoryview(bare).tolist() == [0, 2, 4, 6, 8, 10]
+    finally:
+        cupy.cuda.set_allocator(cupy.get_default_memory_pool().malloc)
