@@ -18,7 +18,7 @@ use crate::capsule::{into_capsule, Export};
 use crate::diagnostics::{CountedExport, Live};
 use crate::errors::{buffer_error, to_py_err};
 use crate::gil_anywhere::with_gil_anywhere;
-use crate::stream_order::{consumer_stream, order_after_producer, ConsumerStream};
+use crate::stream_order::{consumer_stream, order_after_producer, orders_work, ConsumerStream};
 use crate::tensor::TensorRef;
 use crate::tensor_api::device_pair;
 
@@ -252,8 +252,8 @@ fn dlpack<'py>(
     options: ExportOptions,
     stream: &ConsumerStream<'_, 'py>,
 ) -> PyResult<Bound<'py, PyAny>> {
-    // Only a kept producer has work to order a stream after (a host tensor never keeps one).
-    if tensor.producer().is_some() {
+    // Host memory has no streams, so no pending work to order after.
+    if orders_work(view.device()) {
         order_after_producer(tensor, stream)?;
     }
     let export = if options.copy == Some(true) {
