@@ -206,11 +206,13 @@ class JaxGpuAdapter(CudaAdapter):
         # XLA takes 75 % of the GPU at start otherwise, which starves every other library.
         os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
         jax = super().load()
-        jax.config.update("jax_enable_x64", True)
         try:
             jax.devices("cuda")
         except RuntimeError as e:
             raise NoDevice(f"jax {jax.__version__} has no CUDA device ({e})") from None
+        # Only once a device is there: a process that loads the adapter without one keeps jax's
+        # configuration as it was.
+        jax.config.update("jax_enable_x64", True)
         return jax
 
     @property
