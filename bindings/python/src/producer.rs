@@ -18,7 +18,9 @@ use crate::capsule::{into_capsule, Export};
 use crate::diagnostics::{CountedExport, Live};
 use crate::errors::{buffer_error, to_py_err};
 use crate::gil_anywhere::with_gil_anywhere;
-use crate::stream_order::{consumer_stream, order_after_producer, orders_work, ConsumerStream};
+use crate::stream_order::{
+    consumer_stream, order_after_producer, orders_work, wait_for_host_read, ConsumerStream,
+};
 use crate::tensor::TensorRef;
 use crate::tensor_api::device_pair;
 
@@ -257,6 +259,8 @@ fn dlpack<'py>(
         order_after_producer(tensor, stream)?;
     }
     let export = if options.copy == Some(true) {
+        // The copy reads the memory on the host now, whatever stream the consumer passed.
+        wait_for_host_read(tensor)?;
         let copied = view.to_contiguous(Order::C).map_err(to_py_err)?;
         let copied = CountedExport::new(copied);
         if options.versioned {

@@ -14,6 +14,7 @@ use crate::c_entry::object_entry;
 use crate::c_methods::{Arguments, KeywordCache, MethodDef};
 use crate::elements;
 use crate::errors::{to_py_err, type_error};
+use crate::stream_order::wait_for_host_read;
 use crate::tensor::{new_tensor, TensorData, TensorRef};
 
 /// The class docstring.
@@ -182,7 +183,12 @@ unsafe extern "C" fn dlpack_device(
 /// `tolist()`.
 unsafe extern "C" fn tolist(slf: *mut ffi::PyObject, _: *mut ffi::PyObject) -> *mut ffi::PyObject {
     // SAFETY: a METH_NOARGS method of our type.
-    unsafe { with_tensor(slf, |py, t| elements::to_list(py, &t.view())) }
+    unsafe {
+        with_tensor(slf, |py, t| {
+            wait_for_host_read(t)?;
+            elements::to_list(py, &t.view())
+        })
+    }
 }
 
 /// Keyword-name tuples seen by `Tensor.copy`.
@@ -217,6 +223,7 @@ unsafe extern "C" fn copy(
                     }
                 },
             };
+            wait_for_host_read(t)?;
             let copy = t.view().to_contiguous(order).map_err(to_py_err)?;
             new_tensor(py, TensorData::Owned(Box::new(copy)))
         })

@@ -117,6 +117,15 @@ def test_host_reads_of_managed_memory_wait_for_the_mark(fake_driver):
         assert calls() == ["cuEventSynchronize event=1"]
         assert np.from_dlpack(d).tolist() == [[0, 1], [2, 3]]
         assert calls() == ["cuEventSynchronize event=1"], "an export with no stream is a host read"
+        assert d.tolist() == [[0, 1], [2, 3]]
+        assert d.copy().tolist() == [[0, 1], [2, 3]]
+        assert calls() == ["cuEventSynchronize event=1"] * 2, "tolist and copy are host reads"
+        copied = dlbridge.from_dlpack(d.__dlpack__(stream=0x5678, max_version=(1, 3), copy=True))
+        assert copied.tolist() == [[0, 1], [2, 3]]
+        assert calls() == [
+            "cuStreamWaitEvent stream=0x5678 event=1 device=0",
+            "cuEventSynchronize event=1",
+        ], "copy=True copies on the host: it waits whatever the stream"
         shared = dlbridge.from_shared(dlbridge.to_shared(d))
         assert calls() == ["cuEventSynchronize event=1"], "a copy to shared memory is a host read"
         assert shared.tolist() == [[0, 1], [2, 3]]
