@@ -3,11 +3,12 @@
 # numba-cuda installed for python3; no package index needed): the Python package's GPU tests
 # (stream order through every route, the CUDA Array Interface, device pass-through), the CUDA
 # arguments of the pyo3 example, the CUDA example's kernels, and the conformance kit's CUDA
-# adapters, whose report becomes the GPU section of docs/conformance.md.
+# adapters, whose report becomes the GPU section of docs/conformance.md, and the CUDA benchmark,
+# which writes the GPU section of docs/benchmarks.md.
 #
 # Build what it runs first, on any machine: `./just build python_overlay cuda_example`, and bring
-# target/python-overlay along. Logs, the kit's report and the updated docs/conformance.md go to
-# $OUT (default target/gpu-check). Exits nonzero if a step failed; every step runs regardless.
+# target/python-overlay along. Logs, the kit's report and the updated docs/conformance.md and
+# docs/benchmarks.md go to $OUT (default target/gpu-check). Exits nonzero if a step failed; every step runs regardless.
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 out=${OUT:-target/gpu-check}
@@ -37,7 +38,8 @@ step pyo3_example "$python" -m pytest -q -rs -p no:cacheprovider \
   examples/pyo3-extension/tests/test_cuda_stream_arguments.py
 step cuda_example "$python" -m pytest -q -rs -p no:cacheprovider examples/cuda-extension/tests
 step conformance env PYTHON="$python" scripts/conformance.sh --gpu
-cp docs/conformance.md target/conformance/gpu.json "$out/" 2>/dev/null
+step bench "$python" bindings/python/bench/bench_cuda.py --write
+cp docs/conformance.md docs/benchmarks.md target/conformance/gpu.json "$out/" 2>/dev/null
 
 if ((${#failed[@]})); then
   echo "failed: ${failed[*]} (logs in $out)" >&2
