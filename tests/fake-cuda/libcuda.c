@@ -29,7 +29,7 @@ enum {
 
 struct event {
   int id;
-  int device;
+  void *context;
 };
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
@@ -37,7 +37,8 @@ static char log_text[1 << 16];
 static size_t log_len;
 static int initialised;
 static int retained[DEVICES];
-static int contexts[DEVICES]; /* a context handle is &contexts[device] */
+static int contexts[DEVICES];      /* a primary context's handle is &contexts[device] */
+static int user_contexts[DEVICES]; /* a producer's own context: &user_contexts[device] */
 static int live_events;
 static int next_event_id = 1;
 static int pointer_device;
@@ -70,12 +71,13 @@ static int injected(const char *call) {
 
 static int context_device(void *context) {
   for (int d = 0; d < DEVICES; d++) {
-    if (context == &contexts[d]) return d;
+    if (context == &contexts[d] || context == &user_contexts[d]) return d;
   }
   return -1;
 }
 
-/* The current context's device, or -1. */
+/* The current context, or NULL, and its device, or -1. */
+static void *current_context(void) { return depth > 0 ? current[depth - 1] : NULL; }
 static int current_device(void) { return depth > 0 ? context_device(current[depth - 1]) : -1; }
 
 static const char *stream_name(void *stream, char *buf, size_t size) {
@@ -166,7 +168,8 @@ int cuDevicePrimaryCtxRelease_v2(int device) {
 
 int cuCtxPushCurrent_v2(void *context) {
   int device = context_device(context);
-  if (device < 0 || retained[device] == 0) return ERROR_INVALID_CONTEXT;
+  if (device < 0) return ERROR_INVALID_CONTEXT;
+  if (context == &contexts[device] && retained[device] == 0) return ERROR_INVALID_CONTEXT;
   if (depth == STACK) return ERROR_INVALID_VALUE;
   current[depth++] = context;
   return SUCCESS;
@@ -197,7 +200,7 @@ int cuEventCreate(void **event, unsigned int flags) {
   if (code == SUCCESS) {
     struct event *e = malloc(sizeof *e);
     e->id = next_event_id++;
-    e->device = device;
+    e->context = current_context();
     live_events++;
     *event = e;
     note("cuEventCreate event=%d device=%d flags=%#x", e->id, device, flags);
@@ -210,7 +213,7 @@ int cuEventRecord(void *event, void *stream) {
   struct event *e = event;
   int device = current_device();
   if (device < 0) return ERROR_INVALID_CONTEXT;
-  if (e == NULL || e->device != device) return ERROR_INVALID_HANDLE;
+  if (e == NULL || e->context != current_context()) return ERROR_INVALID_HANDLE;
   char buf[32];
   pthread_mutex_lock(&lock);
   int code = injected("cuEventRecord");
@@ -252,14 +255,24 @@ int cuEventSynchronize(void *event) {
   return SUCCESS;
 }
 
+/* Destroying an event needs its context current, as a real driver may require. */
 int cuEventDestroy_v2(void *event) {
   struct event *e = event;
   if (e == NULL) return ERROR_INVALID_HANDLE;
+  if (e->context != current_context()) return ERROR_INVALID_CONTEXT;
   pthread_mutex_lock(&lock);
   live_events--;
   note("cuEventDestroy event=%d", e->id);
   pthread_mutex_unlock(&lock);
   free(e);
+  return SUCCESS;
+}
+
+int cuStreamGetCtx(void *stream, void **context) {
+  uintptr_t s = (uintptr_t)stream;
+  if (s <= 2 || context == NULL) return ERROR_INVALID_HANDLE;
+  int device = (int)(s & 1);
+  *context = (s & 0x100) ? (void *)&user_contexts[device] : (void *)&contexts[device];
   return SUCCESS;
 }
 

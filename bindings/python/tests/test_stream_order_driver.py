@@ -89,14 +89,14 @@ def test_cuda_array_interface_streams_are_marked_not_waited_for(fake_driver):
         class InterfaceOnly:
             __cuda_array_interface__ = {
                 "shape": (4,), "typestr": "<f4", "data": (a.ctypes.data, False),
-                "version": 3, "stream": 0x1234,
+                "version": 3, "stream": 0x1235,
             }
         d = dlbridge.from_dlpack(InterfaceOnly())
         assert d.device == (2, 1)
         assert calls() == [
             "cuDevicePrimaryCtxRetain device=1",
             "cuEventCreate event=1 device=1 flags=0x2",
-            "cuEventRecord event=1 stream=0x1234 device=1",
+            "cuEventRecord event=1 stream=0x1235 device=1",
         ], "the import records on the producer's stream and never waits"
         assert d.__cuda_array_interface__["stream"] == 1
         assert calls() == ["cuStreamWaitEvent stream=legacy event=1 device=1"]

@@ -11,6 +11,7 @@ use std::ffi::{c_char, c_int, c_uint, c_void, CStr};
 use std::sync::OnceLock;
 
 use crate::error::{Error, Result};
+use crate::stream_order::PER_THREAD_STREAM;
 
 /// `CUresult`: 0 is success.
 type CuResult = c_int;
@@ -71,6 +72,7 @@ driver_api! {
     event_destroy = c"cuEventDestroy_v2": fn(Handle);
     stream_wait_event = c"cuStreamWaitEvent": fn(Handle, Handle, c_uint);
     stream_synchronize = c"cuStreamSynchronize": fn(Handle);
+    stream_context = c"cuStreamGetCtx": fn(Handle, *mut Handle);
     pointer_get_attribute = c"cuPointerGetAttribute": fn(*mut c_void, c_uint, u64);
     error_name = c"cuGetErrorName": fn(CuResult, *mut *const c_char);
 }
@@ -167,23 +169,54 @@ impl PrimaryContext {
         })
     }
 
-    /// Runs `work` with this context current on the calling thread, then restores the thread's
-    /// previous current context.
-    pub(crate) fn with_current<T>(&self, work: impl FnOnce(&Calls) -> Result<T>) -> Result<T> {
-        let driver = self.driver;
-        // SAFETY: a retained context, pushed here and popped below on every path.
-        check(driver, "cuCtxPushCurrent", unsafe {
-            (driver.context_push)(self.context)
-        })?;
-        let result = work(&Calls(driver));
-        let mut popped: Handle = std::ptr::null_mut();
-        // SAFETY: pops the context pushed above.
-        let pop = check(driver, "cuCtxPopCurrent", unsafe {
-            (driver.context_pop)(&mut popped)
-        });
-        let value = result?;
-        pop.map(|()| value)
+    /// Runs `work` with the context of `stream` current on the calling thread: a stream
+    /// handle's own context (a producer may have made its stream in a context of its own; an
+    /// event recorded there must be made in it), this primary context for the default streams
+    /// (1, 2; 0 is this context's NULL stream). The thread's previous current context is restored.
+    pub(crate) fn with_context_of<T>(
+        &self,
+        stream: usize,
+        work: impl FnOnce(&Calls) -> Result<T>,
+    ) -> Result<T> {
+        let context = if stream > PER_THREAD_STREAM {
+            let mut context: Handle = std::ptr::null_mut();
+            // SAFETY: one handle written to a live local; the stream handle is the caller's
+            // claim, which the driver checks.
+            check(self.driver, "cuStreamGetCtx", unsafe {
+                (self.driver.stream_context)(stream as Handle, &mut context)
+            })?;
+            context
+        } else {
+            self.context
+        };
+        with_pushed(self.driver, context, work)
     }
+
+    /// Runs `work` with this context current on the calling thread.
+    pub(crate) fn with_current<T>(&self, work: impl FnOnce(&Calls) -> Result<T>) -> Result<T> {
+        with_pushed(self.driver, self.context, work)
+    }
+}
+
+/// Runs `work` with `context` pushed on the calling thread's context stack, then pops it.
+fn with_pushed<T>(
+    driver: &'static Driver,
+    context: Handle,
+    work: impl FnOnce(&Calls) -> Result<T>,
+) -> Result<T> {
+    // SAFETY: a live context (retained by the caller, or the one a live stream belongs to),
+    // pushed here and popped below on every path.
+    check(driver, "cuCtxPushCurrent", unsafe {
+        (driver.context_push)(context)
+    })?;
+    let result = work(&Calls { driver, context });
+    let mut popped: Handle = std::ptr::null_mut();
+    // SAFETY: pops the context pushed above.
+    let pop = check(driver, "cuCtxPopCurrent", unsafe {
+        (driver.context_pop)(&mut popped)
+    });
+    let value = result?;
+    pop.map(|()| value)
 }
 
 impl Drop for PrimaryContext {
@@ -194,22 +227,29 @@ impl Drop for PrimaryContext {
     }
 }
 
-/// Driver calls that need a current context (see [`PrimaryContext::with_current`]). Streams are
-/// handles, or 1 and 2 for `CU_STREAM_LEGACY` and `CU_STREAM_PER_THREAD`, which is how DLPack
+/// Driver calls made with `context` current (see [`PrimaryContext::with_context_of`]). Streams
+/// are handles, or 1 and 2 for `CU_STREAM_LEGACY` and `CU_STREAM_PER_THREAD`, which is how DLPack
 /// numbers them too.
-pub(crate) struct Calls(&'static Driver);
+pub(crate) struct Calls {
+    driver: &'static Driver,
+    context: Handle,
+}
 
 impl Calls {
     /// A new event without timing, recorded on `stream`: it completes when the work queued there
     /// so far is done. Never blocks the host.
     pub(crate) fn record_event(&self, stream: usize) -> Result<Event> {
-        let driver = self.0;
+        let driver = self.driver;
         let mut event: Handle = std::ptr::null_mut();
         // SAFETY: one handle written to a live local; destroyed by Event's Drop.
         check(driver, "cuEventCreate", unsafe {
             (driver.event_create)(&mut event, EVENT_DISABLE_TIMING)
         })?;
-        let event = Event { driver, event };
+        let event = Event {
+            driver,
+            event,
+            context: self.context,
+        };
         // SAFETY: a live event; the stream handle is the caller's claim, which the driver checks.
         check(driver, "cuEventRecord", unsafe {
             (driver.event_record)(event.event, stream as Handle)
@@ -219,7 +259,7 @@ impl Calls {
 
     /// Makes later work queued on `stream` wait for `event`. Never blocks the host.
     pub(crate) fn stream_wait(&self, stream: usize, event: &Event) -> Result<()> {
-        let driver = self.0;
+        let driver = self.driver;
         // SAFETY: a live event; the stream handle is the caller's claim, which the driver checks.
         check(driver, "cuStreamWaitEvent", unsafe {
             (driver.stream_wait_event)(stream as Handle, event.event, 0)
@@ -228,7 +268,7 @@ impl Calls {
 
     /// Blocks the host until the work queued on `stream` is done.
     pub(crate) fn stream_synchronize(&self, stream: usize) -> Result<()> {
-        let driver = self.0;
+        let driver = self.driver;
         // SAFETY: the stream handle is the caller's claim, which the driver checks.
         check(driver, "cuStreamSynchronize", unsafe {
             (driver.stream_synchronize)(stream as Handle)
@@ -237,7 +277,7 @@ impl Calls {
 
     /// Blocks the host until all work of the current context is done.
     pub(crate) fn context_synchronize(&self) -> Result<()> {
-        let driver = self.0;
+        let driver = self.driver;
         // SAFETY: no arguments; a context is current.
         check(driver, "cuCtxSynchronize", unsafe {
             (driver.context_synchronize)()
@@ -245,13 +285,16 @@ impl Calls {
     }
 }
 
-/// A driver event: destroyed on drop (the driver frees it once its work is done).
+/// A driver event, with the context it was made in: destroyed on drop, in that context (the
+/// driver frees it once its work is done).
 pub(crate) struct Event {
     driver: &'static Driver,
     event: Handle,
+    context: Handle,
 }
 
-// SAFETY: an event handle may be recorded, waited on and destroyed from any thread.
+// SAFETY: an event handle may be recorded, waited on and destroyed from any thread, with its
+// context pushed there.
 unsafe impl Send for Event {}
 // SAFETY: as above; `&Event` only waits on it.
 unsafe impl Sync for Event {}
@@ -259,17 +302,25 @@ unsafe impl Sync for Event {}
 impl Event {
     /// Blocks the host until the event's work is done.
     pub(crate) fn synchronize(&self) -> Result<()> {
-        // SAFETY: a live event.
-        check(self.driver, "cuEventSynchronize", unsafe {
-            (self.driver.event_synchronize)(self.event)
+        with_pushed(self.driver, self.context, |_| {
+            // SAFETY: a live event, its context current.
+            check(self.driver, "cuEventSynchronize", unsafe {
+                (self.driver.event_synchronize)(self.event)
+            })
         })
     }
 }
 
 impl Drop for Event {
     fn drop(&mut self) {
-        // SAFETY: destroys the event created by `record_event`, once.
-        unsafe { (self.driver.event_destroy)(self.event) };
+        // A context that is gone (a producer's own context, destroyed with its events) leaves
+        // nothing to destroy: the push fails and the event is not touched.
+        let _ = with_pushed(self.driver, self.context, |_| {
+            // SAFETY: destroys the event created by `record_event`, once, its context current.
+            check(self.driver, "cuEventDestroy", unsafe {
+                (self.driver.event_destroy)(self.event)
+            })
+        });
     }
 }
 

@@ -10,8 +10,10 @@
 //!
 //! Streams are numbered as DLPack and the driver number them: a `CUstream` handle, or 1 for the
 //! legacy default stream (`CU_STREAM_LEGACY`) and 2 for the per-thread default stream
-//! (`CU_STREAM_PER_THREAD`); 0 is the context's NULL stream. The work runs in the primary context
-//! of the tensor's device (the one torch, cupy and jax use), retained while an event lives.
+//! (`CU_STREAM_PER_THREAD`); 0 is the context's NULL stream. The default streams are those of the
+//! primary context of the tensor's device (the one torch, cupy and jax use), retained while an
+//! event lives; a stream handle's calls run in the stream's own context (`cuStreamGetCtx`), so a
+//! producer whose stream lives in a context of its own (PyCUDA's) is ordered too.
 //!
 //! The CUDA driver is used only if the process has loaded it (see `cuda_driver`): nothing CUDA is
 //! linked, and a CPU-only process loads nothing. Only CUDA and its host-accessible kinds
@@ -64,14 +66,14 @@ impl ReadyEvent {
     /// once: the host never waits for that work.
     pub fn record(device: Device, stream: usize) -> Result<ReadyEvent> {
         let context = context_of(device)?;
-        let event = context.with_current(|calls| calls.record_event(stream))?;
+        let event = context.with_context_of(stream, |calls| calls.record_event(stream))?;
         Ok(ReadyEvent { event, context })
     }
 
     /// Makes work queued later on `stream` wait until this point is reached. Returns at once.
     pub fn order(&self, stream: usize) -> Result<()> {
         self.context
-            .with_current(|calls| calls.stream_wait(stream, &self.event))
+            .with_context_of(stream, |calls| calls.stream_wait(stream, &self.event))
     }
 
     /// Blocks the host until this point is reached: for reads of host-accessible device memory.
@@ -83,7 +85,7 @@ impl ReadyEvent {
 /// Blocks the host until the work queued on `stream` of `device` is done (a producer that ordered
 /// `stream` after its work has then finished it).
 pub fn synchronize_stream(device: Device, stream: usize) -> Result<()> {
-    context_of(device)?.with_current(|calls| calls.stream_synchronize(stream))
+    context_of(device)?.with_context_of(stream, |calls| calls.stream_synchronize(stream))
 }
 
 /// Blocks the host until all work on `device` (its primary context) is done: what a host read

@@ -210,6 +210,33 @@ fn a_new_mark_replaces_the_old_event_and_follows_the_device() {
 }
 
 #[test]
+fn a_stream_in_a_producers_own_context_is_recorded_in_that_context() {
+    let (driver, _serial) = driver();
+    let t = cuda_tensor(0);
+    // The stand-in's stream 0x1101 belongs to a context of device 1 that its producer made.
+    t.mark_ready_on(0x1101).unwrap();
+    t.order_stream(LEGACY_STREAM).unwrap();
+    drop(t);
+    assert_eq!(
+        driver.calls(),
+        [
+            "cuDevicePrimaryCtxRetain device=0",
+            "cuEventCreate event=1 device=1 flags=0x2",
+            "cuEventRecord event=1 stream=0x1101 device=1",
+            "cuStreamWaitEvent stream=legacy event=1 device=0",
+            "cuEventDestroy event=1",
+            "cuDevicePrimaryCtxRelease device=0",
+        ]
+        .map(String::from)
+    );
+    assert_eq!(
+        driver.held(),
+        (0, 0, 0),
+        "destroyed in its own context, nothing left current"
+    );
+}
+
+#[test]
 fn an_unmarked_tensor_orders_nothing() {
     let (driver, _serial) = driver();
     let t = cuda_tensor(0);

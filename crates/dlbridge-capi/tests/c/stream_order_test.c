@@ -93,12 +93,12 @@ int main(int argc, char **argv) {
     CHECK_STATUS(dlb_tensor_clone(t, &clone), DLB_OK);
 
     clear_log();
-    CHECK_STATUS(dlb_tensor_mark_ready(t, 0x1234), DLB_OK);
+    CHECK_STATUS(dlb_tensor_mark_ready(t, 0x1235), DLB_OK);
     CHECK_STATUS(dlb_tensor_order_stream(clone, 2), DLB_OK);
     const char *expected =
         "cuDevicePrimaryCtxRetain device=1\n"
         "cuEventCreate event=1 device=1 flags=0x2\n"
-        "cuEventRecord event=1 stream=0x1234 device=1\n"
+        "cuEventRecord event=1 stream=0x1235 device=1\n"
         "cuStreamWaitEvent stream=per-thread event=1 device=1\n";
     CHECK(strcmp(driver_log(), expected) == 0);
     CHECK(live_events() == 1 && retained_contexts() == 1);
