@@ -243,6 +243,8 @@ fn finish<'py>(
         ));
     }
     if request.copy == Some(true) && !copied {
+        // The copy reads the memory on the host now: managed memory waits for its producer.
+        stream_order::wait_for_host_read_of(py, &data, producer.map(Bound::as_borrowed))?;
         let copy = view.to_contiguous(Order::C).map_err(to_py_err)?;
         drop(data);
         return new_tensor(py, TensorData::Owned(Box::new(copy)));

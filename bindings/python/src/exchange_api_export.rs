@@ -17,6 +17,7 @@ use dlbridge::ffi::{
     DLDeviceType, DLManagedTensorVersioned, DLPackExchangeAPI, DLPackExchangeAPIHeader,
     DLPackSetError, DLPackVersion, DLTensor,
 };
+use dlbridge::stream_order::LEGACY_STREAM;
 use dlbridge::{export, DataType, DeviceType, Flags, ManagedTensor};
 use dlbridge_pyo3::consumer::CAPSULE_NAME;
 use pyo3::ffi;
@@ -180,13 +181,16 @@ unsafe extern "C" fn managed_tensor_to_py_object(
 }
 
 /// `dltensor_from_py_object_no_sync`: a non-owning description of a `dlbridge.Tensor`, valid
-/// while the object lives (shape and strides point into the tensor).
+/// while the object lives (shape and strides point into the tensor). As for the owning export,
+/// a device tensor's default stream is first ordered after its producer's work.
 unsafe extern "C" fn dltensor_from_py_object(py_object: *mut c_void, out: *mut DLTensor) -> c_int {
     // SAFETY: callers hold the GIL and pass a live object and a writable DLTensor.
     unsafe {
         status_entry(|py| {
             let obj = Borrowed::from_ptr(py, py_object.cast::<ffi::PyObject>());
-            let tensor = TensorRef::cast(obj)?.view();
+            let tensor = TensorRef::cast(obj)?;
+            order_default_stream(tensor)?;
+            let tensor = tensor.view();
             *out = DLTensor {
                 data: tensor.data_ptr().cast(),
                 device: tensor.device().to_raw(),
@@ -201,16 +205,22 @@ unsafe extern "C" fn dltensor_from_py_object(py_object: *mut c_void, out: *mut D
     }
 }
 
-/// `current_work_stream`: dlbridge never queues work, so the device's default stream (NULL), the
-/// stream that `managed_tensor_from_py_object_no_sync` orders after a producer's work.
+/// `current_work_stream`: dlbridge never queues work, so the device's default stream, the one
+/// the exports above order after a producer's work: 1 (`CU_STREAM_LEGACY`, unambiguous whatever
+/// default-stream mode the consumer was built with) on CUDA, NULL elsewhere.
 unsafe extern "C" fn current_work_stream(
-    _device_type: DLDeviceType,
+    device_type: DLDeviceType,
     _device_id: i32,
     out_current_stream: *mut *mut c_void,
 ) -> c_int {
+    let cuda = matches!(
+        DeviceType::from_raw(device_type),
+        Ok(DeviceType::Cuda | DeviceType::CudaHost | DeviceType::CudaManaged)
+    );
     if !out_current_stream.is_null() {
+        let stream = if cuda { LEGACY_STREAM } else { 0 };
         // SAFETY: a writable out pointer from the caller.
-        unsafe { *out_current_stream = ptr::null_mut() };
+        unsafe { *out_current_stream = stream as *mut c_void };
     }
     0
 }

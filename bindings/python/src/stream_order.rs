@@ -35,6 +35,7 @@ use dlbridge::stream_order::{self, LEGACY_STREAM};
 use dlbridge::{Device, DeviceType, Error, ManagedTensor};
 use dlbridge_pyo3::consumer::is_signature_error;
 use pyo3::exceptions::PyTypeError;
+use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyInt, PyTuple};
 
@@ -174,15 +175,24 @@ fn host_readable_cuda(device: Device) -> bool {
 /// Blocks, with the GIL released, until a host read of `tensor` sees its producer's work: for
 /// CUDA memory the host can address (`cuda_host`, `cuda_managed`); at once for anything else.
 pub(crate) fn wait_for_host_read(tensor: TensorRef<'_, '_>) -> PyResult<()> {
-    let device = tensor.view().device();
+    wait_for_host_read_of(tensor.object().py(), tensor.data(), tensor.producer())
+}
+
+/// [`wait_for_host_read`] for tensor data not yet in a `dlbridge.Tensor` (an import about to be
+/// copied), with the Python producer it came from, if kept.
+pub(crate) fn wait_for_host_read_of(
+    py: Python<'_>,
+    data: &TensorData,
+    producer: Option<Borrowed<'_, '_, PyAny>>,
+) -> PyResult<()> {
+    let device = dlbridge::AsTensorView::view(data).device();
     if !host_readable_cuda(device) {
         return Ok(());
     }
-    let py = tensor.object().py();
-    let waited = if let Some(producer) = tensor.producer() {
+    let waited = if let Some(producer) = producer {
         forward(&producer, &PyInt::new(py, LEGACY_STREAM as i64).into_any())?;
         py.detach(|| stream_order::synchronize_stream(device, LEGACY_STREAM))
-    } else if let TensorData::Owned(marked) = tensor.data() {
+    } else if let TensorData::Owned(marked) = data {
         py.detach(|| marked.wait_for_host())
     } else {
         py.detach(|| stream_order::synchronize_device(device))
@@ -222,9 +232,17 @@ pub(crate) fn order_default_stream(tensor: TensorRef<'_, '_>) -> PyResult<()> {
 
 /// `producer.__dlpack__(stream=stream, max_version=(1, 3))`, for its synchronisation only: the
 /// capsule is dropped unused, which runs its deleter. A producer predating `max_version` is
-/// asked `__dlpack__(stream=stream)`.
+/// asked `__dlpack__(stream=stream)`. A torch tensor that requires grad is asked through
+/// `detach()` (same storage, same streams), since torch's `__dlpack__` refuses it.
 fn forward(producer: &Borrowed<'_, '_, PyAny>, stream: &Bound<'_, PyAny>) -> PyResult<()> {
     let py = producer.py();
+    let detached;
+    let producer = if requires_grad(producer) {
+        detached = producer.call_method0(intern!(py, "detach"))?;
+        detached.as_borrowed()
+    } else {
+        *producer
+    };
     let i = dlbridge_pyo3::interned::get(py);
     let kwargs = PyDict::new(py);
     kwargs.set_item(i.stream.bind(py), stream)?;
@@ -238,4 +256,13 @@ fn forward(producer: &Borrowed<'_, '_, PyAny>, stream: &Bound<'_, PyAny>) -> PyR
         }
         other => other.map(drop),
     }
+}
+
+/// Whether `producer` has a true `requires_grad` attribute (a torch tensor under autograd).
+fn requires_grad(producer: &Borrowed<'_, '_, PyAny>) -> bool {
+    producer
+        .getattr_opt(intern!(producer.py(), "requires_grad"))
+        .ok()
+        .flatten()
+        .is_some_and(|flag| flag.is_truthy().unwrap_or(false))
 }

@@ -91,7 +91,8 @@ pub(crate) unsafe extern "C" fn tp_repr(slf: *mut ffi::PyObject) -> *mut ffi::Py
                 repr.push_str(", copied=True");
             }
             const PREVIEW_ELEMENTS: usize = 16;
-            if v.size() <= PREVIEW_ELEMENTS {
+            // Only CPU memory: a repr never waits for a device's pending work.
+            if v.size() <= PREVIEW_ELEMENTS && v.device().kind == dlbridge::DeviceType::Cpu {
                 if let Ok(values) = elements::to_list(py, &v) {
                     repr.push_str(&format!(", data={values}"));
                 }

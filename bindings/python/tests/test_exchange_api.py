@@ -171,10 +171,33 @@ def test_our_dltensor_from_py_object_points_into_the_tensor():
     assert (d.dtype.code, d.dtype.bits) == (0, 16)
 
 
-def test_our_current_work_stream_is_null():
+def test_our_dltensor_from_py_object_orders_the_default_stream_after_a_device_producer():
+    class CudaProducer:
+        streams = []
+
+        def __dlpack_device__(self):
+            return (2, 0)
+
+        def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
+            self.streams.append(stream)
+            return testing.counting_capsule([4], raw_device=(2, 0))
+
+    p = CudaProducer()
+    t = dlbridge.from_dlpack(p)
+    d = DLTensor()
+    assert (
+        entry(OURS, "dltensor_from_py_object_no_sync", DLTENSOR_FROM_PY_OBJECT)(t, ctypes.byref(d)) == 0
+    )
+    assert d.data == t.data_ptr and p.streams == [None, 1]
+
+
+@pytest.mark.parametrize("device, expected", [(1, None), (2, 1), (13, 1), (10, None), (14, None)])
+def test_our_current_work_stream_is_the_default_stream(device, expected):
+    """The legacy default stream (1) on CUDA kinds, NULL (the default stream) elsewhere."""
     stream = ctypes.c_void_p(123)
-    assert entry(OURS, "current_work_stream", CURRENT_WORK_STREAM)(1, 0, ctypes.byref(stream)) == 0
-    assert stream.value is None
+    work_stream = entry(OURS, "current_work_stream", CURRENT_WORK_STREAM)
+    assert work_stream(device, 0, ctypes.byref(stream)) == 0
+    assert stream.value == expected
 
 
 def test_our_table_rejects_other_objects_with_a_type_error():

@@ -198,3 +198,30 @@ def test_forwarding_leaks_nothing_over_many_exports(deleter_count):
     gc.collect()
     assert deleter_count.calls == 200
     assert len(p.streams) == 201
+
+
+def test_a_producer_under_autograd_is_asked_through_detach(deleter_count):
+    class GradProducer(DeviceProducer):
+        """Like torch: refuses ``__dlpack__`` with a stream while it requires grad, and
+        ``detach()`` gives a twin over the same memory that does not."""
+
+        def __init__(self, requires_grad=True, streams=None):
+            super().__init__()
+            self.requires_grad = requires_grad
+            self.streams = [] if streams is None else streams
+
+        def __dlpack__(self, *, stream=None, **kwargs):
+            if self.requires_grad and stream is not None:
+                raise BufferError("Can't export tensors that require gradient, use tensor.detach()")
+            return super().__dlpack__(stream=stream, **kwargs)
+
+        def detach(self):
+            return GradProducer(requires_grad=False, streams=self.streams)
+
+    p = GradProducer()
+    d = dlbridge.from_dlpack(p)
+    d.__dlpack__(stream=5, max_version=(1, 3))
+    assert p.streams == [None, 5]
+    del d
+    gc.collect()
+    assert deleter_count.calls == 2

@@ -126,6 +126,7 @@ def test_host_reads_of_managed_memory_wait_for_the_mark(fake_driver):
             "cuStreamWaitEvent stream=0x5678 event=1 device=0",
             "cuEventSynchronize event=1",
         ], "copy=True copies on the host: it waits whatever the stream"
+        assert "data=" not in repr(d) and calls() == [], "a repr never waits"
         shared = dlbridge.from_shared(dlbridge.to_shared(d))
         assert calls() == ["cuEventSynchronize event=1"], "a copy to shared memory is a host read"
         assert shared.tolist() == [[0, 1], [2, 3]]
@@ -133,6 +134,13 @@ def test_host_reads_of_managed_memory_wait_for_the_mark(fake_driver):
         assert calls() == ["cuStreamWaitEvent stream=0x5678 event=1 device=0"], "a stream: no wait"
         del d
         assert held() == (0, 0) and deleter_calls() == 1
+        c = dlbridge.from_dlpack(counting_capsule((2,), dtype="int32", raw_device=MANAGED), copy=True)
+        log = calls()
+        assert log.index("cuEventSynchronize event=1") > log.index(
+            "cuEventRecord event=1 stream=legacy device=0"
+        ), "an import with copy=True copies after the producer's work"
+        assert c.tolist() == [0, 1] and c.copied
+        assert held() == (0, 0) and deleter_calls() == 2
         """,
     )
 
@@ -184,7 +192,7 @@ def test_a_driver_failure_fails_the_import_and_releases_everything(fake_driver):
         d = dlbridge.from_dlpack(counting_capsule((2,), raw_device=CUDA))
         fake.fake_cuda_fail_next(b"cuStreamWaitEvent", 1)
         try:
-            d.__dlpack__(stream=7, max_version=(1, 3))
+            d.__dlpack__(stream=6, max_version=(1, 3))
         except BufferError as e:
             assert "cuStreamWaitEvent failed with CUDA_ERROR_INVALID_VALUE (1)" in str(e)
         else:
