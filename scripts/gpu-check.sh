@@ -6,7 +6,7 @@
 # adapters, whose report becomes the GPU section of docs/conformance.md, and the CUDA benchmark,
 # which writes the GPU section of docs/benchmarks.md.
 #
-# Build what it runs first, on any machine: `./just build python_overlay cuda_example`, and bring
+# The stand-in driver test needs a C compiler (cc). Build what it runs first, on any machine: `./just build python_overlay cuda_example`, and bring
 # target/python-overlay along. Logs, the kit's report and the updated docs/conformance.md and
 # docs/benchmarks.md go to $OUT (default target/gpu-check). Exits nonzero if a step failed; every step runs regardless.
 set -uo pipefail
@@ -16,6 +16,9 @@ mkdir -p "$out"
 overlay=$PWD/target/python-overlay
 [[ -d $overlay/dlbridge ]] || { echo "no $overlay: run ./just build python_overlay cuda_example" >&2; exit 2; }
 export PYTHONPATH=$overlay
+# Modules load at start, not at a kernel's first launch, where loading may synchronise the device
+# and hide the races the stream-order tests set up.
+export CUDA_MODULE_LOADING=EAGER
 python=${PYTHON:-python3}
 failed=()
 

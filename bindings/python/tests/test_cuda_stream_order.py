@@ -19,18 +19,35 @@ pytestmark = pytest.mark.skipif(
 )
 
 N = 1 << 20
-# Cycles of torch's spin kernel: about a second on current GPUs, far longer than any host step.
+# Cycles of torch's spin kernel: most of a second on current GPUs, far longer than any host step.
 SPIN = 1_500_000_000
 
 
-def pending_fill(stream=None):
+@pytest.fixture(scope="module", autouse=True)
+def warm_up():
+    """Every kernel and allocation the tests use, once, before any test queues a long kernel: a
+    first launch loads its module (CUDA's lazy loading) and a first allocation grows a pool, and
+    either may synchronise the device, which would hide the race a test means to show."""
+    side = torch.cuda.Stream()
+    x = pending_fill(side, spin=1)
+    with torch.cuda.stream(side):
+        read_on_own_stream(dlbridge.from_dlpack(x))
+    managed = cupy.zeros(6, dtype=cupy.int32)
+    managed.fill(1)
+    torch.cuda.synchronize()
+    cupy.cuda.Device().synchronize()
+
+
+def pending_fill(stream=None, spin=SPIN):
     """A zeroed CUDA tensor whose fill with ones is queued behind a long kernel, on `stream`
-    (torch's current stream when None)."""
+    (torch's current stream when None), still pending when this returns."""
+    stream = stream or torch.cuda.current_stream()
     x = torch.zeros(N, device="cuda")
     torch.cuda.synchronize()
-    with torch.cuda.stream(stream or torch.cuda.current_stream()):
-        torch.cuda._sleep(SPIN)
+    with torch.cuda.stream(stream):
+        torch.cuda._sleep(spin)
         x.fill_(1.0)
+    assert spin == 1 or not stream.query(), "the producer's work finished before the test read"
     return x
 
 
@@ -123,17 +140,24 @@ def test_a_cuda_array_interface_stream_is_marked_not_waited_for():
 
 
 def test_managed_memory_is_read_on_the_host_after_the_producers_work():
-    managed = cupy.cuda.MemoryPool(cupy.cuda.malloc_managed)
-    cupy.cuda.set_allocator(managed.malloc)
+    pool = cupy.cuda.MemoryPool(cupy.cuda.malloc_managed)
+    cupy.cuda.set_allocator(pool.malloc)
     try:
+        # Allocated and warmed before the long kernel, written in place after it: nothing
+        # between the kernel and the read may synchronise by itself.
+        a = cupy.zeros(6, dtype=cupy.int32)
+        b = cupy.zeros(6, dtype=cupy.int32)
+        a.fill(0)
+        b.fill(0)
+        cupy.cuda.Device().synchronize()
         torch.cuda._sleep(SPIN)  # on the legacy default stream, which cupy's work below follows
-        a = cupy.arange(6, dtype=cupy.int32)
-        d = dlbridge.from_dlpack(a)
+        a.fill(7)
+        d = dlbridge.from_dlpack(a)  # the producer is kept: tolist asks it, then waits
         assert d.device == (13, 0)
-        assert d.tolist() == [0, 1, 2, 3, 4, 5]
+        assert d.tolist() == [7] * 6
         torch.cuda._sleep(SPIN)
-        b = cupy.arange(6, dtype=cupy.int32) * 2
-        bare = dlbridge.from_dlpack(b.__dlpack__(stream=-1))
-        assert memoryview(bare).tolist() == [0, 2, 4, 6, 8, 10]
+        b.fill(3)
+        bare = dlbridge.from_dlpack(b.__dlpack__(stream=-1))  # marked on the legacy stream
+        assert memoryview(bare).tolist() == [3] * 6
     finally:
         cupy.cuda.set_allocator(cupy.get_default_memory_pool().malloc)

@@ -265,6 +265,7 @@ class NumbaAdapter(CudaAdapter):
     consumer_recipe = "numba.cuda.as_cuda_array({x})"
     export_recipe = "dlbridge.from_dlpack(x).__dlpack__()"
     interface = "cuda_array_interface"
+    _compiled: dict[str, Any] | None = None
 
     def load(self):
         cuda = super().load()
@@ -314,13 +315,23 @@ class NumbaAdapter(CudaAdapter):
         cuda = self.lib
         stream = cuda.stream()
         x = cuda.to_device(a - 1, stream=stream)
-        stream.synchronize()
         kernels = self._kernels()
+        # Both kernels compiled and loaded for these types before the sleep is queued: a first
+        # call compiles for hundreds of milliseconds and may synchronise, which hides the race.
+        kernels["increment"][1, 1, stream](cuda.device_array_like(x, stream=stream))
+        kernels["sleep"][1, 1, stream](1)
+        stream.synchronize()
         kernels["sleep"][1, 1, stream](SPIN_CYCLES // 2000)
         kernels["increment"][(a.size + 255) // 256, 256, stream](x)
         return x
 
     def _kernels(self) -> dict[str, Any]:
+        """The kernels, built once per adapter."""
+        if self._compiled is None:
+            self._compiled = self._build_kernels()
+        return self._compiled
+
+    def _build_kernels(self) -> dict[str, Any]:
         cuda = self.lib
 
         @cuda.jit
