@@ -10,15 +10,17 @@
 //!    (holding a reference), or a buffer, when its type's buffers were seen to describe exactly
 //!    what its `__dlpack__` gives: the same memory and read-only answer without a `__dlpack__`
 //!    call or a capsule; given back when the Tensor dies.
-//! 4. `x.__dlpack__(max_version=(1, 3), [dl_device=...], [copy=...])` through one vectorcall with
-//!    interned keyword names; a TypeError that is about the signature (an old producer without
-//!    `max_version`) is retried as `x.__dlpack__()` when no device or copy was requested.
+//! 4. `x.__dlpack__(max_version=(1, 3), [dl_device=...], [copy=...], [stream=...])` through one
+//!    vectorcall with interned keyword names; a TypeError that is about the signature (an old
+//!    producer without `max_version`) is retried as `x.__dlpack__([stream=...])` when no device or
+//!    copy was requested. A producer on CUDA or ROCm is passed the device's default stream, which
+//!    it orders after its work without the host waiting (`None` makes jax block the host).
 //! 5. An object without `__dlpack__` that has `__cuda_array_interface__` (numba, RMM, PyCUDA):
 //!    through the interface (see [`crate::cuda_array_interface`]).
 //!
 //! A tensor that requires grad (torch) is imported read-only whatever the route: autograd tracks
 //! its memory. A device tensor keeps the object it came from, to which its exports forward the
-//! consumer's stream (see [`crate::stream_order`]); the import itself never waits. The result
+//! consumer's stream (see [`crate::stream_order`]); the import itself never makes the host wait. The result
 //! owns the producer's tensor (or buffer); its deleter runs once, when the Tensor dies.
 
 use std::ptr;
@@ -257,13 +259,15 @@ fn finish<'py>(
 }
 
 /// Calls `x.__dlpack__(max_version=(1, 3), ...)` with the request's `dl_device` and `copy`
-/// (the legacy retry only when neither is given).
+/// (the legacy retry only when neither is given). A producer on a device with numbered streams
+/// is also passed that device's default stream (see [`stream_order::import_stream`]).
 fn dunder_dlpack<'py>(
     py: Python<'py>,
     x: &Bound<'py, PyAny>,
     request: ImportRequest,
 ) -> PyResult<Bound<'py, PyAny>> {
-    if request.device.is_none() && request.copy.is_none() {
+    let import_stream = stream_order::import_stream(py, x);
+    if request.device.is_none() && request.copy.is_none() && import_stream.is_none() {
         return call_dunder_dlpack(x, &[], None);
     }
     let dl_device = request
@@ -273,17 +277,37 @@ fn dunder_dlpack<'py>(
     let copy = request
         .copy
         .map(|c| PyBool::new(py, c).to_owned().into_any());
-    let mut values: SmallVec<[Borrowed<'_, 'py, PyAny>; 2]> = SmallVec::new();
+    let mut values: SmallVec<[Borrowed<'_, 'py, PyAny>; 3]> = SmallVec::new();
     if let Some(device) = &dl_device {
         values.push(device.as_any().as_borrowed());
     }
     if let Some(copy) = &copy {
         values.push(copy.as_borrowed());
     }
-    let kwnames = dlbridge_pyo3::interned::get(py).dunder_dlpack_kwnames
-        [usize::from(request.device.is_some())][usize::from(request.copy.is_some())]
+    let interned = dlbridge_pyo3::interned::get(py);
+    let kwnames = interned.dunder_dlpack_kwnames[usize::from(request.device.is_some())]
+        [usize::from(request.copy.is_some())]
     .bind(py);
-    call_dunder_dlpack(x, &values, Some(kwnames))
+    let Some(stream) = &import_stream else {
+        return call_dunder_dlpack(x, &values, Some(kwnames));
+    };
+    values.push(stream.as_borrowed());
+    let mut names: SmallVec<[Bound<'py, PyAny>; 4]> = kwnames.iter().collect();
+    names.push(interned.stream.bind(py).clone().into_any());
+    let kwnames = PyTuple::new(py, names)?;
+    match call_dunder_dlpack(x, &values, Some(&kwnames)) {
+        Err(err)
+            if values.len() == 1
+                && err.is_instance_of::<pyo3::exceptions::PyTypeError>(py)
+                && dlbridge_pyo3::consumer::is_signature_error(py, &err) =>
+        {
+            // A producer from before DLPack 1.0, without max_version: a legacy capsule.
+            let kwargs = pyo3::types::PyDict::new(py);
+            kwargs.set_item(interned.stream.bind(py), stream)?;
+            x.call_method(interned.dlpack.bind(py), (), Some(&kwargs))
+        }
+        other => other,
+    }
 }
 
 /// The `from_dlpack` function definition: a hand-written `METH_FASTCALL | METH_KEYWORDS`

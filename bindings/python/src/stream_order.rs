@@ -76,6 +76,40 @@ impl StreamKind {
     }
 }
 
+/// The stream an import through `x.__dlpack__` passes: the default stream of a producer on CUDA
+/// (1) or ROCm (0), asked through `x.__dlpack_device__()`, which the producer then orders after
+/// its work without making the host wait (jax blocks the host on `None`, and torch's `None` is
+/// no synchronisation at all); `None` for every other device or answer. Later exports still
+/// forward each consumer's own stream to `x`.
+pub(crate) fn import_stream<'py>(
+    py: Python<'py>,
+    x: &Bound<'py, PyAny>,
+) -> Option<Bound<'py, PyAny>> {
+    let device = x
+        .call_method0(intern!(py, "__dlpack_device__"))
+        .map_err(|err| discard(py, err))
+        .ok()?
+        .extract::<(i32, i32)>()
+        .ok()?;
+    let device = Device::from_raw(dlbridge::ffi::DLDevice {
+        device_type: device.0,
+        device_id: device.1,
+    })
+    .ok()?;
+    match StreamKind::of(device) {
+        kind @ (StreamKind::Cuda | StreamKind::Rocm) => Some(kind.default_stream(py)),
+        StreamKind::Host | StreamKind::Opaque => None,
+    }
+}
+
+/// Drops `err` now: a `PyErr` dropped the usual way waits for pyo3's pool, and with it its
+/// traceback's reference to the object that raised it, which must die with its last user.
+fn discard(py: Python<'_>, err: PyErr) {
+    err.restore(py);
+    // SAFETY: the GIL is held; clears (and releases) the error just restored.
+    unsafe { pyo3::ffi::PyErr_Clear() };
+}
+
 /// Whether tensors on `device` can have pending work on a stream or queue, so that an import
 /// keeps its Python producer to forward consumers' streams to.
 pub(crate) fn orders_work(device: Device) -> bool {

@@ -243,7 +243,7 @@ def test_dlbridge_as_a_pass_through_is_described_not_failed():
     report = conformance.check(DlbridgeOverFakeCuda("dlbridge-fake"), only=["consumer.stream"])
     assert report.passed == ["consumer.stream.passes"], report.failures
     (note,) = [n.detail for n in report.notes if n.check == "consumer.stream.passes"]
-    assert "a pass-through: passes stream=None at import" in note
+    assert "a pass-through: passes stream=1 at import" in note
     assert "forwards its consumer's stream=2 to the producer at export" in note
 
 

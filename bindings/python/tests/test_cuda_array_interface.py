@@ -78,7 +78,7 @@ def test_a_cuda_tensor_describes_itself():
         "stream": 1,
     }
     # The reported stream (the legacy default) was ordered after the producer's work.
-    assert p.streams == [None, 1]
+    assert p.streams == [1, 1]
 
 
 def test_strided_and_read_only_tensors_give_byte_strides_and_the_flag():
@@ -196,4 +196,4 @@ def test_objects_with_dlpack_are_not_read_through_the_interface():
 
     p = Both()
     d = dlbridge.from_dlpack(p)
-    assert p.streams == [None] and d.device == CUDA
+    assert p.streams == [1] and d.device == CUDA

@@ -188,7 +188,7 @@ def test_our_dltensor_from_py_object_orders_the_default_stream_after_a_device_pr
     assert (
         entry(OURS, "dltensor_from_py_object_no_sync", DLTENSOR_FROM_PY_OBJECT)(t, ctypes.byref(d)) == 0
     )
-    assert d.data == t.data_ptr and p.streams == [None, 1]
+    assert d.data == t.data_ptr and p.streams == [1, 1]
 
 
 @pytest.mark.parametrize("device, expected", [(1, None), (2, 1), (13, 1), (10, None), (14, None)])

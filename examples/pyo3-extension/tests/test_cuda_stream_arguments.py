@@ -92,9 +92,9 @@ def test_the_exchange_api_route_launches_on_the_types_current_work_stream():
     count = DeleterCount()
     p = FakeCuda()
     d = dlbridge.from_dlpack(p)
-    assert p.streams == [None]
+    assert p.streams == [1]
     ptr, shape, _, _, stream = tensorops.cuda_launch_args(d)
-    assert stream == 1 and p.streams == [None, 1]
+    assert stream == 1 and p.streams == [1, 1]
     assert ptr == d.data_ptr and shape == [2, 3]
     del d
     assert count.calls == 2

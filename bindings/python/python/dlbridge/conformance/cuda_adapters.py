@@ -29,7 +29,7 @@ def _span(a: np.ndarray) -> tuple[np.ndarray, int]:
         return np.zeros(0, np.uint8), 0
     low, high = np.lib.array_utils.byte_bounds(a)
     block = (ctypes.c_uint8 * (high - low)).from_address(low)
-    return np.frombuffer(block, np.uint8).copy(), a.__array_interface__["data"][0] - low
+    return np.frombuffer(memoryview(block), np.uint8).copy(), a.__array_interface__["data"][0] - low
 
 
 def _element_strides(a: np.ndarray) -> list[int]:

@@ -345,7 +345,7 @@ def _run_isolated(ctx: Context, checks: list[tuple[str, CheckFn]], progress, met
     """Runs ``checks`` in a child started by ``method`` (``"fork"``, or ``"spawn"`` for libraries
     that cannot be used in a forked child, as CUDA cannot); when it dies or hangs, the check it
     was in fails and the checks after it run in a new child."""
-    start = multiprocessing.get_context(method)
+    start: Any = multiprocessing.get_context(method)
     pending = list(checks)
     while pending:
         receiver, sender = start.Pipe(duplex=False)

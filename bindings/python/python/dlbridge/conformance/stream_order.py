@@ -43,7 +43,8 @@ def _stream_reader(ctx: Context) -> Reader:
     from .cuda_adapters import CUDA_ADAPTERS, STREAM_READERS
 
     reasons = []
-    for reader in (a for a in CUDA_ADAPTERS if a.name in STREAM_READERS):
+    readers: list[Any] = [a for a in CUDA_ADAPTERS if a.name in STREAM_READERS]
+    for reader in readers:
         try:
             reader.load()
         except Exception as e:
