@@ -94,6 +94,13 @@ def report(best, rounds, number):
         "(no capsule, no `__dlpack__` call). numpy arrays are read in place (numpy's own array "
         "fields, no buffer request), "
         f"{lent:.2f}x faster than through `__dlpack__` and a capsule.",
+        "",
+        "Imports through `__dlpack__` first ask the producer's `__dlpack_device__`, as the array "
+        "API has consumers do, so that a producer on CUDA or ROCm is passed its device's default "
+        "stream and never makes the host wait (jax blocks on `None`); numpy arrays, always host "
+        "memory, are not asked. That query is most of what the torch and dlbridge `__dlpack__` "
+        "rows grew by on 2026-11-28; torch's `__dlpack_device__` is Python code and costs the "
+        "most.",
     ]
     return "\n".join(lines) + "\n"
 

@@ -97,7 +97,7 @@ pub(crate) fn from_dlpack<'py>(
     if let Some(buffer) = buffers.and_then(|p| p.lend_buffer(x)) {
         return finish(py, TensorData::Lent(buffer), None, request);
     }
-    let capsule = match dunder_dlpack(py, x, request) {
+    let capsule = match dunder_dlpack(py, x, request, &producer) {
         Ok(capsule) => capsule,
         Err(err) if lacks_dlpack(py, x, &err) && cuda_array_interface::has_interface(x) => {
             // Released now (a dropped `PyErr` waits for pyo3's pool): the AttributeError
@@ -260,13 +260,19 @@ fn finish<'py>(
 
 /// Calls `x.__dlpack__(max_version=(1, 3), ...)` with the request's `dl_device` and `copy`
 /// (the legacy retry only when neither is given). A producer on a device with numbered streams
-/// is also passed that device's default stream (see [`stream_order::import_stream`]).
+/// is also passed that device's default stream (see [`stream_order::import_stream`]); types that
+/// hold host memory only (numpy's) are not asked for their device.
 fn dunder_dlpack<'py>(
     py: Python<'py>,
     x: &Bound<'py, PyAny>,
     request: ImportRequest,
+    producer: &ProducerType,
 ) -> PyResult<Bound<'py, PyAny>> {
-    let import_stream = stream_order::import_stream(py, x);
+    let import_stream = if producer.host_only() {
+        None
+    } else {
+        stream_order::import_stream(py, x)
+    };
     if request.device.is_none() && request.copy.is_none() && import_stream.is_none() {
         return call_dunder_dlpack(x, &[], None);
     }

@@ -69,6 +69,13 @@ impl ProducerType {
         self.0.lend(obj)
     }
 
+    /// Whether the type's instances are always host memory (numpy's own `ndarray`), so that a
+    /// consumer need not ask `__dlpack_device__` before choosing the `stream` it passes.
+    #[inline]
+    pub fn host_only(&self) -> bool {
+        self.0.host_only()
+    }
+
     /// Whether `obj` requires grad (torch tensors with `requires_grad=True`; a `requires_grad`
     /// that cannot be read counts as true): import it read-only
     /// ([`ManagedTensor::mark_read_only`]) whatever route it took, because writes would happen

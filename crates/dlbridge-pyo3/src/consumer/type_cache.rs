@@ -159,6 +159,12 @@ impl TypeInfo {
         self.grad.requires_grad(obj)
     }
 
+    /// Whether instances are always host memory: numpy's own `ndarray`.
+    #[inline]
+    pub(crate) fn host_only(&self) -> bool {
+        self.ndarray
+    }
+
     /// `obj`'s memory lent without DLPack: read in place for numpy arrays; else its buffer,
     /// when the type's buffers of the same read-only-ness were seen to match its `__dlpack__`
     /// and this one maps exactly onto a DLPack tensor.
