@@ -307,10 +307,20 @@ fn dunder_dlpack<'py>(
                 && err.is_instance_of::<pyo3::exceptions::PyTypeError>(py)
                 && dlbridge_pyo3::consumer::is_signature_error(py, &err) =>
         {
-            // A producer from before DLPack 1.0, without max_version: a legacy capsule.
+            // A producer from before DLPack 1.0, without max_version: a legacy capsule, asked
+            // with the stream, or with nothing where even `stream` is unknown to it.
             let kwargs = pyo3::types::PyDict::new(py);
             kwargs.set_item(interned.stream.bind(py), stream)?;
-            x.call_method(interned.dlpack.bind(py), (), Some(&kwargs))
+            let name = interned.dlpack.bind(py);
+            match x.call_method(name, (), Some(&kwargs)) {
+                Err(err)
+                    if err.is_instance_of::<pyo3::exceptions::PyTypeError>(py)
+                        && dlbridge_pyo3::consumer::is_signature_error(py, &err) =>
+                {
+                    x.call_method0(name)
+                }
+                other => other,
+            }
         }
         other => other,
     }

@@ -226,3 +226,16 @@ def test_a_producer_under_autograd_is_asked_through_detach(deleter_count):
     del d
     gc.collect()
     assert deleter_count.calls == 2
+
+
+def test_a_producer_that_takes_no_keywords_is_still_imported():
+    class Bare(DeviceProducer):
+        """A producer from before the array API: ``__dlpack__()`` takes nothing."""
+
+        def __dlpack__(self):
+            self.streams.append("asked")
+            return counting_capsule(self.shape, raw_device=self.device)
+
+    p = Bare()
+    d = dlbridge.from_dlpack(p)
+    assert p.streams == ["asked"] and d.device == CUDA
