@@ -4,6 +4,8 @@
 //! contexts and live events, injected failures). Included by the tests that use it with
 //! `#[path = ".../tests/fake-cuda/driver.rs"] mod fake_driver;`; `CARGO_MANIFEST_DIR` and
 //! `CARGO_TARGET_TMPDIR` are those of the including test, which depends on `libc`.
+// Each including test uses the part of it that it needs.
+#![allow(dead_code)]
 
 use std::ffi::{c_char, c_int, CStr};
 use std::path::PathBuf;

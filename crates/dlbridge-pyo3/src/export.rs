@@ -9,8 +9,9 @@
 
 use std::sync::Arc;
 
-use dlbridge::{export, AsTensorView, Flags, Order, Tensor};
-use pyo3::exceptions::PyBufferError;
+use dlbridge::stream_order::LEGACY_STREAM;
+use dlbridge::{export, AsTensorView, DeviceType, Flags, Order, Tensor};
+use pyo3::exceptions::{PyBufferError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 #[cfg(feature = "ndarray")]
@@ -81,6 +82,9 @@ impl<'py> IntoPyObject<'py> for Export {
     fn into_pyobject(self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         match dlbridge_from_dlpack(py) {
             Some(from_dlpack) => {
+                // The capsule's importer orders after the legacy default stream, which DLPack
+                // assumes when no stream is exchanged: order that stream after the tensor's mark.
+                order_consumer_stream(&self.0, None)?;
                 let capsule = versioned_export(py, Arc::new(self.0), Flags::empty())?;
                 from_dlpack.call1((capsule,))
             }
@@ -110,7 +114,9 @@ pub struct ExportedTensor {
 impl ExportedTensor {
     /// The DLPack protocol: a versioned capsule when `max_version >= (1, 0)`, else a legacy one
     /// (refused for read-only tensors, which a legacy capsule cannot mark). `dl_device` must be
-    /// the tensor's device; `copy=True` exports a fresh C-contiguous copy.
+    /// the tensor's device; `copy=True` exports a fresh C-contiguous copy. On CUDA, `stream` is
+    /// ordered after the tensor's mark ([`Tensor::mark_ready_on`]) by the array API's values:
+    /// `None` is the legacy default stream, -1 asks for nothing, 0 is refused.
     #[pyo3(signature = (*, stream = None, max_version = None, dl_device = None, copy = None))]
     fn __dlpack__<'py>(
         &self,
@@ -120,8 +126,7 @@ impl ExportedTensor {
         dl_device: Option<(i32, i32)>,
         copy: Option<bool>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        // CPU memory needs no stream synchronisation.
-        let _ = stream;
+        order_consumer_stream(&self.tensor, stream.as_ref())?;
         let view = self.tensor.view();
         let own = (view.device().kind.raw(), view.device().id);
         if let Some(wanted) = dl_device.filter(|&d| d != own) {
@@ -165,6 +170,42 @@ impl ExportedTensor {
         self.tensor.dtype().name()
     }
 }
+/// Orders a consumer's `stream` after a CUDA tensor's mark ([`Tensor::mark_ready_on`]; nothing
+/// to wait for without one), by the array API's values: `None` is the legacy default stream, -1
+/// asks for nothing, 0 is ambiguous and refused, other negative values are not streams. Tensors
+/// off CUDA have no mark: their `stream` is not looked at. A process that has not loaded the
+/// CUDA driver has no CUDA work of its own to order after.
+fn order_consumer_stream(tensor: &Tensor, stream: Option<&Bound<'_, PyAny>>) -> PyResult<()> {
+    if !matches!(
+        tensor.device().kind,
+        DeviceType::Cuda | DeviceType::CudaHost | DeviceType::CudaManaged
+    ) {
+        return Ok(());
+    }
+    let value = match stream.filter(|s| !s.is_none()) {
+        None => LEGACY_STREAM as i64,
+        Some(s) => s.extract::<i64>().map_err(|_| {
+            let repr = s.repr().map(|r| r.to_string()).unwrap_or_default();
+            PyTypeError::new_err(format!("stream must be None or an int, got {repr}"))
+        })?,
+    };
+    match value {
+        -1 => Ok(()),
+        0 => Err(PyValueError::new_err(format!(
+            "stream 0 is ambiguous on {}: pass 1 for the legacy default stream, 2 for the \
+             per-thread default stream, or a stream's handle",
+            tensor.device()
+        ))),
+        v if v < -1 => Err(PyValueError::new_err(format!(
+            "stream {v} is not a stream: stream handles are -1 or more"
+        ))),
+        v => match tensor.order_stream(v as usize) {
+            Ok(()) | Err(dlbridge::Error::CudaDriverNotLoaded) => Ok(()),
+            Err(err) => Err(to_py_err(err)),
+        },
+    }
+}
+
 fn versioned_export(
     py: Python<'_>,
     tensor: Arc<Tensor>,
