@@ -275,6 +275,11 @@ CONSEQUENCES = {
     "are 64-byte aligned; an imported numpy array keeps numpy's alignment), and paddle "
     "copies anyway. Check `np.shares_memory` (or the data pointers) rather than relying on "
     "`copy=False` with them.",
+    "consumer.keywords.copy_true": "a `copy=True` import of a dlbridge tensor on a device is "
+    "the copy of the library dlbridge imported from (dlbridge copies host memory only, so it asks "
+    "that library's `__dlpack__(copy=True)`); where that library shares its memory instead "
+    "(`producer.copy.true`), dlbridge refuses with `BufferError` rather than hand out shared "
+    "memory as a copy. Copy with the library itself before or after.",
     "producer.stream.ordered": "a consumer that passes its stream can still read such a "
     "producer's array before its last write lands. dlbridge forwards the stream each of its "
     "consumers passes to the producer it imported from (bindings/python/src/stream_order.rs), so "

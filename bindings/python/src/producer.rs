@@ -9,17 +9,20 @@ use dlbridge::ffi::{DLManagedTensor, DLManagedTensorVersioned, DLPackVersion, DL
 use dlbridge::{export, Device, Flags, Order, TensorView};
 use pyo3::exceptions::PyMemoryError;
 use pyo3::ffi;
+use pyo3::intern;
 use pyo3::prelude::*;
+use pyo3::types::PyDict;
 
 use crate::arguments::{copy_policy, given, int_pair, major_version};
 use crate::c_entry::object_entry;
 use crate::c_methods::{Arguments, KeywordCache, MethodDef, RecentCall};
 use crate::capsule::{into_capsule, Export};
 use crate::diagnostics::{CountedExport, Live};
-use crate::errors::{buffer_error, to_py_err};
+use crate::errors::{buffer_error, to_py_err, type_error};
 use crate::gil_anywhere::with_gil_anywhere;
 use crate::stream_order::{
-    consumer_stream, order_after_producer, orders_work, wait_for_host_read, ConsumerStream,
+    askable, consumer_stream, order_after_producer, orders_work, producer_stream,
+    wait_for_host_read, ConsumerStream,
 };
 use crate::tensor::TensorRef;
 use crate::tensor_api::device_pair;
@@ -254,6 +257,10 @@ fn dlpack<'py>(
     options: ExportOptions,
     stream: &ConsumerStream<'_, 'py>,
 ) -> PyResult<Bound<'py, PyAny>> {
+    if options.copy == Some(true) && !view.device().kind.is_host_accessible() {
+        // The producer copies, ordered on the consumer's stream by the same call.
+        return copy_by_producer(py, tensor, view, options, stream);
+    }
     // Host memory has no streams, so no pending work to order after.
     if orders_work(view.device()) {
         order_after_producer(tensor, stream)?;
@@ -274,6 +281,70 @@ fn dlpack<'py>(
         Export::Legacy(lend_legacy(tensor, view)?)
     };
     into_capsule(py, export)
+}
+
+/// `copy=True` of memory the host cannot read: dlbridge copies host memory only, so the copy is
+/// the producer's, asked of the object the tensor keeps (`__dlpack__(stream=S, max_version=...,
+/// copy=True)`, on the consumer's stream) and handed over as it comes. A producer that shares its
+/// memory when asked for a copy, or no producer to ask, is a BufferError.
+fn copy_by_producer<'py>(
+    py: Python<'py>,
+    tensor: TensorRef<'_, 'py>,
+    view: &TensorView<'_>,
+    options: ExportOptions,
+    stream: &ConsumerStream<'_, 'py>,
+) -> PyResult<Bound<'py, PyAny>> {
+    let device = view.device();
+    let Some(producer) = tensor.producer() else {
+        return Err(buffer_error(format!(
+            "cannot copy a tensor on {device}: dlbridge copies host memory only, and this \
+             tensor has no producer to ask for a copy"
+        )));
+    };
+    let kwargs = PyDict::new(py);
+    kwargs.set_item(intern!(py, "stream"), producer_stream(py, device, stream))?;
+    if options.versioned {
+        let version = dlbridge_pyo3::interned::get(py).version.bind(py);
+        kwargs.set_item(intern!(py, "max_version"), version)?;
+    }
+    kwargs.set_item(intern!(py, "copy"), true)?;
+    let producer = askable(&producer)?;
+    let capsule = producer.call_method(intern!(py, "__dlpack__"), (), Some(&kwargs))?;
+    match capsule_data(&capsule) {
+        Some((data, copied)) if data != view.data_ptr() || copied => Ok(capsule),
+        Some(_) => Err(buffer_error(format!(
+            "cannot copy a tensor on {device}: dlbridge copies host memory only, and its \
+             producer ({}) shared its memory when asked for a copy",
+            producer.get_type().name()?
+        ))),
+        None => Err(type_error(format!(
+            "{}.__dlpack__(copy=True) returned {}, not a DLPack capsule",
+            producer.get_type().name()?,
+            capsule.get_type().name()?
+        ))),
+    }
+}
+
+/// The data address of the tensor in an unconsumed DLPack capsule, and whether it is flagged
+/// IS_COPIED (never, for a legacy capsule); `None` for anything else. The capsule is not touched.
+fn capsule_data(capsule: &Bound<'_, PyAny>) -> Option<(*mut u8, bool)> {
+    let ptr = capsule.as_ptr();
+    // SAFETY: name checks on a live object; a capsule of either name holds the struct its name
+    // promises (the protocol's contract), read here without taking ownership.
+    unsafe {
+        if ffi::PyCapsule_IsValid(ptr, c"dltensor_versioned".as_ptr()) == 1 {
+            let managed = ffi::PyCapsule_GetPointer(ptr, c"dltensor_versioned".as_ptr())
+                .cast::<DLManagedTensorVersioned>();
+            let copied = (*managed).flags & Flags::IS_COPIED.bits() != 0;
+            Some(((*managed).dl_tensor.data.cast(), copied))
+        } else if ffi::PyCapsule_IsValid(ptr, c"dltensor".as_ptr()) == 1 {
+            let managed =
+                ffi::PyCapsule_GetPointer(ptr, c"dltensor".as_ptr()).cast::<DLManagedTensor>();
+            Some(((*managed).dl_tensor.data.cast(), false))
+        } else {
+            None
+        }
+    }
 }
 
 /// The `__dlpack__` method definition (part of the Tensor type's method table).

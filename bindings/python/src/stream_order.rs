@@ -270,13 +270,7 @@ pub(crate) fn order_default_stream(tensor: TensorRef<'_, '_>) -> PyResult<()> {
 /// `detach()` (same storage, same streams), since torch's `__dlpack__` refuses it.
 fn forward(producer: &Borrowed<'_, '_, PyAny>, stream: &Bound<'_, PyAny>) -> PyResult<()> {
     let py = producer.py();
-    let detached;
-    let producer = if requires_grad(producer) {
-        detached = producer.call_method0(intern!(py, "detach"))?;
-        detached.as_borrowed()
-    } else {
-        *producer
-    };
+    let producer = askable(producer)?;
     let i = dlbridge_pyo3::interned::get(py);
     let kwargs = PyDict::new(py);
     kwargs.set_item(i.stream.bind(py), stream)?;
@@ -289,6 +283,30 @@ fn forward(producer: &Borrowed<'_, '_, PyAny>, stream: &Bound<'_, PyAny>) -> PyR
             Ok(())
         }
         other => other.map(drop),
+    }
+}
+
+/// `producer` as its `__dlpack__` can be asked: a torch tensor under autograd through
+/// `detach()` (same storage, same streams), since torch's `__dlpack__` refuses it.
+pub(crate) fn askable<'py>(producer: &Borrowed<'_, 'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+    if requires_grad(producer) {
+        producer.call_method0(intern!(producer.py(), "detach"))
+    } else {
+        Ok(Borrowed::to_owned(*producer))
+    }
+}
+
+/// The `stream` to pass a producer on behalf of a consumer that passed `stream` for a tensor on
+/// `device`: its own, the device's default stream for `None`, or -1.
+pub(crate) fn producer_stream<'py>(
+    py: Python<'py>,
+    device: Device,
+    stream: &ConsumerStream<'_, 'py>,
+) -> Bound<'py, PyAny> {
+    match stream {
+        ConsumerStream::NoSync => PyInt::new(py, -1).into_any(),
+        ConsumerStream::Default => StreamKind::of(device).default_stream(py),
+        ConsumerStream::Given(s) => Borrowed::to_owned(*s),
     }
 }
 

@@ -239,3 +239,45 @@ def test_a_producer_that_takes_no_keywords_is_still_imported():
     p = Bare()
     d = dlbridge.from_dlpack(p)
     assert p.streams == ["asked"] and d.device == CUDA
+
+
+def test_copy_true_of_device_memory_is_the_producers_copy_on_the_consumers_stream():
+    class Copying(DeviceProducer):
+        """Records the ``copy`` it is asked for; every capsule is new memory."""
+
+        def __init__(self):
+            super().__init__()
+            self.copies = []
+
+        def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
+            self.copies.append(copy)
+            return super().__dlpack__(stream=stream, max_version=max_version)
+
+    p = Copying()
+    d = dlbridge.from_dlpack(p)
+    c = dlbridge.from_dlpack(d.__dlpack__(stream=5, max_version=(1, 3), copy=True))
+    assert p.streams == [1, 5] and p.copies == [None, True]
+    assert c.data_ptr != d.data_ptr and c.device == CUDA
+
+
+def test_a_device_copy_that_shares_memory_or_has_no_producer_is_refused(deleter_count):
+    inner = dlbridge.from_dlpack(counting_capsule((2, 3), raw_device=CUDA))
+    with pytest.raises(BufferError, match="has no producer to ask for a copy"):
+        inner.__dlpack__(max_version=(1, 3), copy=True)
+
+    class Sharing:
+        """Answers a request for a copy with its own memory, as dpnp does."""
+
+        def __dlpack_device__(self):
+            return CUDA
+
+        def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
+            return inner.__dlpack__(stream=stream, max_version=max_version)
+
+    d = dlbridge.from_dlpack(Sharing())
+    assert d.data_ptr == inner.data_ptr
+    with pytest.raises(BufferError, match=r"its producer \(Sharing\) shared its memory"):
+        d.__dlpack__(max_version=(1, 3), copy=True)
+    del d, inner
+    gc.collect()
+    assert deleter_count.calls == 1
