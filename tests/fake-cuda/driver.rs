@@ -1,9 +1,11 @@
 //! The stand-in CUDA driver (`libcuda.c` beside this file) for Rust tests: built with the
 //! system's C compiler into the test's temporary folder and loaded for the process before dlbridge
 //! first looks for a driver, with its test entry points (the log of calls, the counts of retained
-//! contexts and live events, injected failures). Included by the tests that use it with
+//! contexts and live events, injected failures), and device tensors over addresses that are never
+//! read. Included by the tests that use it with
 //! `#[path = ".../tests/fake-cuda/driver.rs"] mod fake_driver;`; `CARGO_MANIFEST_DIR` and
-//! `CARGO_TARGET_TMPDIR` are those of the including test, which depends on `libc`.
+//! `CARGO_TARGET_TMPDIR` are those of the including test, which depends on `libc` and
+//! `dlbridge`.
 // Each including test uses the part of it that it needs.
 #![allow(dead_code)]
 
@@ -123,4 +125,22 @@ impl FakeDriver {
         // SAFETY: a NUL-terminated name, copied by the driver.
         unsafe { (self.fail_next)(call.as_ptr(), code) }
     }
+}
+
+/// A 4-element float32 tensor on device `kind`:`id` over an address that is never read (device
+/// memory is not the host's); the tensor owns nothing.
+pub fn device_tensor(kind: dlbridge::DeviceType, id: i32) -> dlbridge::Tensor {
+    // SAFETY: the address is never dereferenced on the host; the owner holds nothing.
+    unsafe {
+        dlbridge::Tensor::from_raw_parts(
+            0xdead_0000 as *mut u8,
+            &[4],
+            None,
+            dlbridge::DataType::F32,
+            dlbridge::Device { kind, id },
+            dlbridge::Flags::empty(),
+            Box::new(()),
+        )
+    }
+    .unwrap()
 }

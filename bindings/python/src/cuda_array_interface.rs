@@ -34,15 +34,6 @@ const VERSION: i64 = 3;
 /// The legacy default stream, reported by exports.
 const LEGACY_STREAM: i64 = 1;
 
-/// Whether a device's memory is described by the interface (device memory and the CUDA kinds a
-/// kernel can address).
-fn is_cuda(device: Device) -> bool {
-    matches!(
-        device.kind,
-        DeviceType::Cuda | DeviceType::CudaManaged | DeviceType::CudaHost
-    )
-}
-
 /// numpy's type string of `dtype` (little-endian), or `None` for types it cannot spell.
 fn typestr(dtype: DataType) -> Option<String> {
     if dtype.lanes() != 1 {
@@ -88,7 +79,7 @@ pub(crate) fn export<'py>(
     tensor: TensorRef<'_, 'py>,
 ) -> PyResult<Bound<'py, PyAny>> {
     let v = tensor.view();
-    if !is_cuda(v.device()) {
+    if !v.device().kind.is_cuda() {
         return Err(PyAttributeError::new_err(format!(
             "{ATTRIBUTE} describes CUDA memory; this tensor is on {}",
             v.device()

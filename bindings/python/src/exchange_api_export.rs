@@ -213,10 +213,7 @@ unsafe extern "C" fn current_work_stream(
     _device_id: i32,
     out_current_stream: *mut *mut c_void,
 ) -> c_int {
-    let cuda = matches!(
-        DeviceType::from_raw(device_type),
-        Ok(DeviceType::Cuda | DeviceType::CudaHost | DeviceType::CudaManaged)
-    );
+    let cuda = DeviceType::from_raw(device_type).is_ok_and(DeviceType::is_cuda);
     if !out_current_stream.is_null() {
         let stream = if cuda { LEGACY_STREAM } else { 0 };
         // SAFETY: a writable out pointer from the caller.

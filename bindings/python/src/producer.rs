@@ -9,9 +9,7 @@ use dlbridge::ffi::{DLManagedTensor, DLManagedTensorVersioned, DLPackVersion, DL
 use dlbridge::{export, Device, Flags, Order, TensorView};
 use pyo3::exceptions::PyMemoryError;
 use pyo3::ffi;
-use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::PyDict;
 
 use crate::arguments::{copy_policy, given, int_pair, major_version};
 use crate::c_entry::object_entry;
@@ -21,7 +19,7 @@ use crate::diagnostics::{CountedExport, Live};
 use crate::errors::{buffer_error, to_py_err, type_error};
 use crate::gil_anywhere::with_gil_anywhere;
 use crate::stream_order::{
-    askable, consumer_stream, order_after_producer, orders_work, producer_stream,
+    ask_producer, consumer_stream, order_after_producer, orders_work, producer_stream,
     wait_for_host_read, ConsumerStream,
 };
 use crate::tensor::TensorRef;
@@ -301,15 +299,8 @@ fn copy_by_producer<'py>(
              tensor has no producer to ask for a copy"
         )));
     };
-    let kwargs = PyDict::new(py);
-    kwargs.set_item(intern!(py, "stream"), producer_stream(py, device, stream))?;
-    if options.versioned {
-        let version = dlbridge_pyo3::interned::get(py).version.bind(py);
-        kwargs.set_item(intern!(py, "max_version"), version)?;
-    }
-    kwargs.set_item(intern!(py, "copy"), true)?;
-    let producer = askable(&producer)?;
-    let capsule = producer.call_method(intern!(py, "__dlpack__"), (), Some(&kwargs))?;
+    let stream = producer_stream(py, device, stream);
+    let capsule = ask_producer(&producer, &stream, options.versioned, true)?;
     match capsule_data(&capsule) {
         Some((data, copied)) if data != view.data_ptr() || copied => Ok(capsule),
         Some(_) => Err(buffer_error(format!(

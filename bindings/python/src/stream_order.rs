@@ -184,12 +184,10 @@ pub(crate) fn order_after_producer(
     if matches!(stream, ConsumerStream::Default) && host_readable_cuda(device) {
         return wait_for_host_read(tensor);
     }
-    let py = tensor.object().py();
-    let raw = match stream {
-        ConsumerStream::NoSync => return Ok(()),
-        ConsumerStream::Default => StreamKind::of(device).default_stream(py),
-        ConsumerStream::Given(s) => Borrowed::to_owned(*s),
-    };
+    if matches!(stream, ConsumerStream::NoSync) {
+        return Ok(());
+    }
+    let raw = producer_stream(tensor.object().py(), device, stream);
     if let Some(producer) = tensor.producer() {
         forward(&producer, &raw)?;
     } else if let TensorData::Owned(marked) = tensor.data() {
@@ -265,30 +263,45 @@ pub(crate) fn order_default_stream(tensor: TensorRef<'_, '_>) -> PyResult<()> {
 }
 
 /// `producer.__dlpack__(stream=stream, max_version=(1, 3))`, for its synchronisation only: the
-/// capsule is dropped unused, which runs its deleter. A producer predating `max_version` is
-/// asked `__dlpack__(stream=stream)`. A torch tensor that requires grad is asked through
-/// `detach()` (same storage, same streams), since torch's `__dlpack__` refuses it.
+/// capsule is dropped unused, which runs its deleter.
 fn forward(producer: &Borrowed<'_, '_, PyAny>, stream: &Bound<'_, PyAny>) -> PyResult<()> {
+    ask_producer(producer, stream, true, false).map(drop)
+}
+
+/// `producer.__dlpack__(stream=stream, [max_version=(1, 3)], [copy=True])`: asked of
+/// [`askable`]'s form of `producer`, and, with `max_version`, again without it of a producer
+/// predating it.
+pub(crate) fn ask_producer<'py>(
+    producer: &Borrowed<'_, 'py, PyAny>,
+    stream: &Bound<'py, PyAny>,
+    versioned: bool,
+    copy: bool,
+) -> PyResult<Bound<'py, PyAny>> {
     let py = producer.py();
     let producer = askable(producer)?;
     let i = dlbridge_pyo3::interned::get(py);
     let kwargs = PyDict::new(py);
     kwargs.set_item(i.stream.bind(py), stream)?;
+    if copy {
+        kwargs.set_item(intern!(py, "copy"), true)?;
+    }
+    let name = i.dlpack.bind(py);
+    if !versioned {
+        return producer.call_method(name, PyTuple::empty(py), Some(&kwargs));
+    }
     let with_version = kwargs.copy()?;
     with_version.set_item(i.max_version.bind(py), i.version.bind(py))?;
-    let name = i.dlpack.bind(py);
     match producer.call_method(name, PyTuple::empty(py), Some(&with_version)) {
         Err(err) if err.is_instance_of::<PyTypeError>(py) && is_signature_error(py, &err) => {
-            producer.call_method(name, PyTuple::empty(py), Some(&kwargs))?;
-            Ok(())
+            producer.call_method(name, PyTuple::empty(py), Some(&kwargs))
         }
-        other => other.map(drop),
+        other => other,
     }
 }
 
 /// `producer` as its `__dlpack__` can be asked: a torch tensor under autograd through
 /// `detach()` (same storage, same streams), since torch's `__dlpack__` refuses it.
-pub(crate) fn askable<'py>(producer: &Borrowed<'_, 'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+fn askable<'py>(producer: &Borrowed<'_, 'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
     if requires_grad(producer) {
         producer.call_method0(intern!(producer.py(), "detach"))
     } else {

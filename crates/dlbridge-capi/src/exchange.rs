@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use dlbridge::ffi::{DLManagedTensor, DLManagedTensorVersioned};
 use dlbridge::stream_order::LEGACY_STREAM;
-use dlbridge::{export, DeviceType, Flags, ManagedTensor, Tensor};
+use dlbridge::{export, Flags, ManagedTensor, Tensor};
 
 use crate::args::Out;
 use crate::handle::dlb_tensor;
@@ -26,10 +26,7 @@ fn hand_out(
 /// has one: a consumer handed a bare managed tensor reads on that stream, as DLPack assumes when
 /// no stream is exchanged. The host does not wait.
 fn order_for_bare_consumer(tensor: &Tensor) -> Result<(), CapiError> {
-    if matches!(
-        tensor.device().kind,
-        DeviceType::Cuda | DeviceType::CudaHost | DeviceType::CudaManaged
-    ) {
+    if tensor.device().kind.is_cuda() {
         tensor.order_stream(LEGACY_STREAM)?;
     }
     Ok(())

@@ -10,7 +10,7 @@
 use std::sync::Arc;
 
 use dlbridge::stream_order::LEGACY_STREAM;
-use dlbridge::{export, AsTensorView, DeviceType, Flags, Order, Tensor};
+use dlbridge::{export, AsTensorView, Flags, Order, Tensor};
 use pyo3::exceptions::{PyBufferError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
@@ -176,10 +176,7 @@ impl ExportedTensor {
 /// off CUDA have no mark: their `stream` is not looked at. A process that has not loaded the
 /// CUDA driver has no CUDA work of its own to order after.
 fn order_consumer_stream(tensor: &Tensor, stream: Option<&Bound<'_, PyAny>>) -> PyResult<()> {
-    if !matches!(
-        tensor.device().kind,
-        DeviceType::Cuda | DeviceType::CudaHost | DeviceType::CudaManaged
-    ) {
+    if !tensor.device().kind.is_cuda() {
         return Ok(());
     }
     let value = match stream.filter(|s| !s.is_none()) {

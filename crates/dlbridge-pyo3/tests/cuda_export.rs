@@ -6,31 +6,11 @@
 #[path = "../../../tests/fake-cuda/driver.rs"]
 mod fake_driver;
 
-use dlbridge::{DataType, Device, DeviceType, Flags, Tensor};
+use dlbridge::DeviceType;
 use dlbridge_pyo3::Export;
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
-
-/// A CUDA tensor over an address that is never read on the host.
-fn cuda_tensor() -> Tensor {
-    // SAFETY: device memory is never dereferenced on the host; the owner holds nothing.
-    unsafe {
-        Tensor::from_raw_parts(
-            0xdead_0000 as *mut u8,
-            &[4],
-            None,
-            DataType::F32,
-            Device {
-                kind: DeviceType::Cuda,
-                id: 0,
-            },
-            Flags::empty(),
-            Box::new(()),
-        )
-    }
-    .unwrap()
-}
 
 /// `obj.__dlpack__(stream=stream, max_version=(1, 3))`.
 fn export_on<'py>(obj: &Bound<'py, PyAny>, stream: Bound<'py, PyAny>) -> PyResult<()> {
@@ -48,7 +28,7 @@ fn a_returned_cuda_tensor_orders_each_consumers_stream_after_its_mark() {
         py.import("sys")?
             .getattr("modules")?
             .set_item("dlbridge", py.None())?;
-        let tensor = cuda_tensor();
+        let tensor = fake_driver::device_tensor(DeviceType::Cuda, 0);
         tensor.mark_ready_on(0x1234).unwrap();
         let obj = Export(tensor).into_pyobject(py)?;
         assert_eq!(obj.get_type().name()?.to_string(), "Tensor");

@@ -6,7 +6,7 @@
 #[path = "../../../tests/fake-cuda/driver.rs"]
 mod fake_driver;
 
-use dlbridge::{DataType, Device, DeviceType, Flags, Tensor};
+use dlbridge::DeviceType;
 use dlbridge_pyo3::Export;
 use pyo3::prelude::*;
 use pyo3::types::PyModule;
@@ -24,22 +24,7 @@ fn the_hand_over_to_the_package_orders_the_legacy_stream_after_the_mark() {
         py.import("sys")?
             .getattr("modules")?
             .set_item("dlbridge", &package)?;
-        // SAFETY: device memory is never dereferenced on the host; the owner holds nothing.
-        let tensor = unsafe {
-            Tensor::from_raw_parts(
-                0xdead_0000 as *mut u8,
-                &[4],
-                None,
-                DataType::F32,
-                Device {
-                    kind: DeviceType::Cuda,
-                    id: 0,
-                },
-                Flags::empty(),
-                Box::new(()),
-            )
-        }
-        .unwrap();
+        let tensor = fake_driver::device_tensor(DeviceType::Cuda, 0);
         tensor.mark_ready_on(0x1234).unwrap();
         driver.clear_log();
         let capsule = Export(tensor).into_pyobject(py)?;

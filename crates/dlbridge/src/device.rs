@@ -83,6 +83,15 @@ impl DeviceType {
             DeviceType::Cpu | DeviceType::CudaHost | DeviceType::RocmHost | DeviceType::CudaManaged
         )
     }
+
+    /// Whether this is CUDA memory: the device's own, pinned host memory or managed memory, all
+    /// of which CUDA streams order.
+    pub fn is_cuda(self) -> bool {
+        matches!(
+            self,
+            DeviceType::Cuda | DeviceType::CudaHost | DeviceType::CudaManaged
+        )
+    }
 }
 
 /// A validated device: type and ordinal.

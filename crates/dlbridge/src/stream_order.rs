@@ -23,7 +23,7 @@
 use std::sync::{Arc, Mutex, PoisonError};
 
 use crate::cuda_driver::{self, Event, PrimaryContext};
-use crate::device::{Device, DeviceType};
+use crate::device::Device;
 use crate::error::{Error, Result};
 
 /// DLPack's number for the legacy default stream (`CU_STREAM_LEGACY`): what a consumer that
@@ -49,9 +49,10 @@ impl std::fmt::Debug for ReadyEvent {
 
 /// Checks that `device` is one of CUDA's kinds, which have streams here.
 fn check_cuda(device: Device) -> Result<()> {
-    match device.kind {
-        DeviceType::Cuda | DeviceType::CudaHost | DeviceType::CudaManaged => Ok(()),
-        _ => Err(Error::StreamsUnsupported(device.to_string())),
+    if device.kind.is_cuda() {
+        Ok(())
+    } else {
+        Err(Error::StreamsUnsupported(device.to_string()))
     }
 }
 

@@ -5,29 +5,14 @@
 #[path = "../../../tests/fake-cuda/driver.rs"]
 mod fake_driver;
 
-use fake_driver::driver;
+use fake_driver::{device_tensor, driver};
 
 use dlbridge::stream_order::{self, LEGACY_STREAM, PER_THREAD_STREAM};
 use dlbridge::{DataType, Device, DeviceType, Error, Flags, Tensor};
 
-/// A CUDA tensor over an address that is never read (device memory is not the host's).
-fn cuda_tensor(id: i32) -> Tensor {
-    // SAFETY: device memory is never dereferenced on the host; the owner holds nothing.
-    unsafe {
-        Tensor::from_raw_parts(
-            0xdead_0000 as *mut u8,
-            &[4],
-            None,
-            DataType::F32,
-            Device {
-                kind: DeviceType::Cuda,
-                id,
-            },
-            Flags::empty(),
-            Box::new(()),
-        )
-    }
-    .unwrap()
+/// A CUDA tensor on device `id` (never read).
+fn cuda(id: i32) -> Tensor {
+    device_tensor(DeviceType::Cuda, id)
 }
 
 /// A managed-memory tensor over host memory the tensor owns.
@@ -56,7 +41,7 @@ fn managed_tensor() -> Tensor {
 fn a_ready_mark_records_on_the_producers_stream_and_orders_the_consumers() {
     let (driver, _serial) = driver();
     assert!(stream_order::cuda_driver_loaded());
-    let t = cuda_tensor(0);
+    let t = cuda(0);
     t.mark_ready_on(0x1234).unwrap();
     t.order_stream(LEGACY_STREAM).unwrap();
     t.order_stream(0x5678).unwrap();
@@ -87,7 +72,7 @@ fn a_ready_mark_records_on_the_producers_stream_and_orders_the_consumers() {
 #[test]
 fn a_new_mark_replaces_the_old_event_and_follows_the_device() {
     let (driver, _serial) = driver();
-    let t = cuda_tensor(1);
+    let t = cuda(1);
     t.mark_ready_on(LEGACY_STREAM).unwrap();
     t.mark_ready_on(PER_THREAD_STREAM).unwrap();
     assert_eq!(
@@ -113,7 +98,7 @@ fn a_new_mark_replaces_the_old_event_and_follows_the_device() {
 #[test]
 fn a_stream_in_a_producers_own_context_is_recorded_in_that_context() {
     let (driver, _serial) = driver();
-    let t = cuda_tensor(0);
+    let t = cuda(0);
     // The stand-in's stream 0x1101 belongs to a context of device 1 that its producer made.
     t.mark_ready_on(0x1101).unwrap();
     t.order_stream(LEGACY_STREAM).unwrap();
@@ -140,7 +125,7 @@ fn a_stream_in_a_producers_own_context_is_recorded_in_that_context() {
 #[test]
 fn an_unmarked_tensor_orders_nothing() {
     let (driver, _serial) = driver();
-    let t = cuda_tensor(0);
+    let t = cuda(0);
     t.order_stream(0x5678).unwrap();
     assert!(driver.calls().is_empty());
 }
@@ -148,7 +133,7 @@ fn an_unmarked_tensor_orders_nothing() {
 #[test]
 fn driver_failures_are_typed_and_give_everything_back() {
     let (driver, _serial) = driver();
-    let err = cuda_tensor(5).mark_ready_on(LEGACY_STREAM).unwrap_err();
+    let err = cuda(5).mark_ready_on(LEGACY_STREAM).unwrap_err();
     assert_eq!(
         err,
         Error::CudaDriver {
@@ -158,7 +143,7 @@ fn driver_failures_are_typed_and_give_everything_back() {
         }
     );
     driver.fail_next(c"cuEventRecord", 400);
-    let t = cuda_tensor(0);
+    let t = cuda(0);
     let err = t.mark_ready_on(0x1234).unwrap_err();
     assert_eq!(
         err.to_string(),
@@ -217,7 +202,7 @@ fn host_reads_of_managed_memory_wait_for_the_mark_or_the_whole_device() {
         "the host waits for the marked event only: {calls:?}"
     );
     assert_eq!(t.view().to_vec::<f32>().unwrap(), [1.0, 2.0, 3.0]);
-    assert!(matches!(cuda_tensor(0).wait_for_host(), Err(Error::NotOnCpu(d)) if d == "cuda:0"));
+    assert!(matches!(cuda(0).wait_for_host(), Err(Error::NotOnCpu(d)) if d == "cuda:0"));
 }
 
 #[test]

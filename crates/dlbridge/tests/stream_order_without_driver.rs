@@ -1,24 +1,13 @@
 //! Stream order in a process that has not loaded the CUDA driver: nothing is loaded, CUDA
-//! tensors that need the driver say so, and other devices are refused by name.
+//! tensors that need the driver say so, and other devices are refused by name. (The stand-in
+//! driver's support file is included for its device tensors only: it is never loaded here.)
+
+#[path = "../../../tests/fake-cuda/driver.rs"]
+mod fake_driver;
 
 use dlbridge::stream_order::LEGACY_STREAM;
-use dlbridge::{DataType, Device, DeviceType, Error, Flags, Tensor};
-
-fn tensor_on(kind: DeviceType) -> Tensor {
-    // SAFETY: the address is never dereferenced: no test here reads the data.
-    unsafe {
-        Tensor::from_raw_parts(
-            0xdead_0000 as *mut u8,
-            &[4],
-            None,
-            DataType::F32,
-            Device { kind, id: 0 },
-            Flags::empty(),
-            Box::new(()),
-        )
-    }
-    .unwrap()
-}
+use dlbridge::{DeviceType, Error, Tensor};
+use fake_driver::device_tensor;
 
 fn driver_loaded() -> bool {
     // SAFETY: RTLD_NOLOAD only looks the library up; the handle is not used.
@@ -29,7 +18,7 @@ fn driver_loaded() -> bool {
 
 #[test]
 fn cuda_tensors_need_a_driver_the_process_loaded_and_nothing_is_loaded() {
-    let t = tensor_on(DeviceType::Cuda);
+    let t = device_tensor(DeviceType::Cuda, 0);
     assert_eq!(
         t.mark_ready_on(LEGACY_STREAM),
         Err(Error::CudaDriverNotLoaded)
@@ -44,7 +33,7 @@ fn cuda_tensors_need_a_driver_the_process_loaded_and_nothing_is_loaded() {
         "nothing was marked: nothing to wait for"
     );
     assert_eq!(
-        tensor_on(DeviceType::CudaManaged).wait_for_host(),
+        device_tensor(DeviceType::CudaManaged, 0).wait_for_host(),
         Err(Error::CudaDriverNotLoaded)
     );
     assert!(!driver_loaded(), "asking loaded no driver");
@@ -59,7 +48,7 @@ fn devices_without_cuda_streams_are_refused_by_name() {
         cpu.mark_ready_on(LEGACY_STREAM),
         Err(Error::StreamsUnsupported("cpu".into()))
     );
-    let rocm = tensor_on(DeviceType::Rocm);
+    let rocm = device_tensor(DeviceType::Rocm, 0);
     assert_eq!(
         rocm.order_stream(0),
         Err(Error::StreamsUnsupported("rocm:0".into()))
