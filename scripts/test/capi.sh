@@ -61,14 +61,15 @@ if ! grep -q 'ERROR SUMMARY: 0 errors' "$valgrind_log"; then
 fi
 log "C ABI test passed, valgrind clean"
 
-# Stream order against the stand-in CUDA driver, loaded before libdlbridge first looks for one.
-log "running tests/c/stream_order_test.c against the stand-in CUDA driver (tests/fake-cuda)"
+# Stream order and shared device memory against the stand-in CUDA driver, loaded before
+# libdlbridge first looks for one.
+log "running tests/c/cuda_test.c against the stand-in CUDA driver (tests/fake-cuda)"
 gcc -std=c11 -Wall -Wextra -Werror -shared -fPIC -Wl,-soname,libcuda.so.1 \
   -o "$out_dir/libcuda.so.1" tests/fake-cuda/libcuda.c
 gcc -std=c11 -Wall -Wextra -Werror -g -I"$dlpack_include" -I"$capi/include" \
-  -o "$out_dir/stream_order_test" "$capi/tests/c/stream_order_test.c" \
+  -o "$out_dir/cuda_test" "$capi/tests/c/cuda_test.c" \
   -L"$lib_dir" -ldlbridge -Wl,-rpath,"$lib_dir" -ldl
-"$out_dir/stream_order_test" "$out_dir/libcuda.so.1"
+"$out_dir/cuda_test" "$out_dir/libcuda.so.1"
 
 log "building and running examples/c/roundtrip.c"
 gcc -std=c11 -Wall -Wextra -Werror -I"$dlpack_include" -I"$capi/include" \

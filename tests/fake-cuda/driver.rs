@@ -23,6 +23,7 @@ pub struct FakeDriver {
     context_depth: unsafe extern "C" fn() -> c_int,
     fail_next: unsafe extern "C" fn(*const c_char, c_int),
     set_pointer_device: unsafe extern "C" fn(c_int),
+    live_allocations: unsafe extern "C" fn() -> c_int,
 }
 
 /// Builds the stand-in driver and loads it globally, once, before dlbridge first looks for it.
@@ -34,13 +35,17 @@ fn fake_driver() -> &'static FakeDriver {
         let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("fake-cuda");
         std::fs::create_dir_all(&dir).unwrap();
         let library = dir.join("libcuda.so.1");
+        // Built under a name of this process's own, then renamed: a test's child processes build
+        // it too, and a library another process has loaded is never rewritten in place.
+        let built = dir.join(format!("libcuda.so.1.{}", std::process::id()));
         let status = Command::new("cc")
             .args(["-shared", "-fPIC", "-O1", "-Wl,-soname,libcuda.so.1", "-o"])
-            .arg(&library)
+            .arg(&built)
             .arg(&source)
             .status()
             .expect("a C compiler (cc) builds the stand-in CUDA driver");
         assert!(status.success(), "cc failed on {}", source.display());
+        std::fs::rename(&built, &library).unwrap();
         let path = std::ffi::CString::new(library.to_str().unwrap()).unwrap();
         // SAFETY: a library of plain C functions without initialisers, loaded for the process.
         let handle = unsafe { libc::dlopen(path.as_ptr(), libc::RTLD_NOW | libc::RTLD_GLOBAL) };
@@ -71,6 +76,9 @@ fn fake_driver() -> &'static FakeDriver {
             ),
             set_pointer_device: function!(
                 c"fake_cuda_set_pointer_device" as unsafe extern "C" fn(c_int)
+            ),
+            live_allocations: function!(
+                c"fake_cuda_live_allocations" as unsafe extern "C" fn() -> c_int
             ),
         }
     })
@@ -114,6 +122,12 @@ impl FakeDriver {
         unsafe { (self.clear_log)() }
     }
 
+    /// Allocation handles this process holds (made or imported, not yet released).
+    pub fn live_allocations(&self) -> c_int {
+        // SAFETY: a plain C function of the stand-in driver.
+        unsafe { (self.live_allocations)() }
+    }
+
     /// Makes the driver report `device` as the device of every pointer.
     pub fn set_pointer_device(&self, device: c_int) {
         // SAFETY: a plain C function of the stand-in driver.
@@ -125,6 +139,28 @@ impl FakeDriver {
         // SAFETY: a NUL-terminated name, copied by the driver.
         unsafe { (self.fail_next)(call.as_ptr(), code) }
     }
+}
+
+/// A tensor the stand-in driver takes for CUDA memory on device `id`: `values` in host memory,
+/// which the stand-in's copies read, with `shape` and `strides` (elements).
+pub fn cuda_tensor(values: Vec<f32>, shape: &[i64], strides: &[i64], id: i32) -> dlbridge::Tensor {
+    let data = values.as_ptr() as *mut u8;
+    // SAFETY: the layout stays inside `values`, which the tensor owns.
+    unsafe {
+        dlbridge::Tensor::from_raw_parts(
+            data,
+            shape,
+            Some(strides),
+            dlbridge::DataType::F32,
+            dlbridge::Device {
+                kind: dlbridge::DeviceType::Cuda,
+                id,
+            },
+            dlbridge::Flags::empty(),
+            Box::new(values),
+        )
+    }
+    .unwrap()
 }
 
 /// A 4-element float32 tensor on device `kind`:`id` over an address that is never read (device

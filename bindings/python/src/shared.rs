@@ -6,7 +6,7 @@
 //! Each side holds the segment while it has a tensor over it; the kernel frees it with its last
 //! holder, so nothing is ever left behind. `to_shared` keeps no reference: the process's keeper
 //! holds the segment for the next opener, so the exporting process may exit before the consumer
-//! opens the handle.
+//! opens the handle. A CUDA tensor travels the same way, in device memory another process maps.
 
 use dlbridge::shm::{self, Access};
 use pyo3::prelude::*;
@@ -15,7 +15,7 @@ use pyo3::types::{PyString, PyTuple};
 use crate::constructors::{dtype_argument, shape_argument};
 use crate::consumer::{self, ImportRequest};
 use crate::errors::{shm_open_error, to_py_err};
-use crate::stream_order::wait_for_host_read;
+use crate::stream_order::{order_default_stream, wait_for_host_read};
 use crate::tensor::{new_tensor, TensorData, TensorRef};
 
 /// A new zero-filled, C-contiguous CPU tensor in a new shared-memory segment: returns
@@ -45,8 +45,14 @@ pub(crate) fn empty_shared<'py>(
 /// handle and exit (a keeper process holds it for the consumer, for at most
 /// DLBRIDGE_SHM_HANDOFF_SECONDS, default 600, if nobody opens it).
 ///
-/// Raises what `from_dlpack` raises, BufferError for a tensor not in CPU memory or with a packed
-/// sub-byte dtype, MemoryError for a size the system cannot back, OSError if the segment cannot
+/// A CUDA tensor (torch, cupy, jax, ...) is copied once on its device, after its producer's
+/// pending work, into device memory other processes can map (a dense layout keeps its strides);
+/// the copy is finished when the handle is returned. The consumer maps that memory without a
+/// copy and gets a CUDA tensor on the same device.
+///
+/// Raises what `from_dlpack` raises, BufferError for a tensor in other device memory, with a
+/// packed sub-byte dtype, or a CUDA tensor with broadcast or negative strides, or for a failed
+/// CUDA driver call, MemoryError for a size the system cannot back, OSError if the segment cannot
 /// be created or no keeper process can hold it.
 #[pyfunction]
 pub(crate) fn to_shared<'py>(x: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyString>> {
@@ -63,8 +69,13 @@ pub(crate) fn to_shared<'py>(x: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyStr
             TensorRef::cast(imported.as_borrowed())?
         }
     };
-    // Copying reads the memory on the host: managed memory first waits for the producer.
-    wait_for_host_read(tensor)?;
+    if tensor.view().device().kind == dlbridge::DeviceType::Cuda {
+        // The copy runs on the default stream: it waits for the producer's pending work.
+        order_default_stream(tensor)?;
+    } else {
+        // Copying reads the memory on the host: managed memory first waits for the producer.
+        wait_for_host_read(tensor)?;
+    }
     let shared = shm::export(&tensor.view()).map_err(to_py_err)?;
     // Handing over waits for the keeper's answer: other threads run meanwhile.
     let handle = py.detach(|| shared.handoff()).map_err(to_py_err)?;
@@ -76,10 +87,16 @@ pub(crate) fn to_shared<'py>(x: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyStr
 /// copy); `writable=True` gives a tensor whose writes are seen by every process that maps the
 /// segment. The tensor holds this process's reference. A `to_shared` handle opens once.
 ///
+/// A CUDA segment's tensor is on the same device (numbered as this process numbers it, found by
+/// its UUID), over the same device memory; `writable=False` maps it read-only for this process's
+/// kernels. Opening one loads the CUDA driver if the process has not.
+///
 /// Raises FileNotFoundError for a handle with no segment (never created, released by every side,
 /// its holding process exited, or its hand-over already taken), ValueError for a malformed handle
-/// or an invalid segment (naming what is wrong), OSError if opening or mapping fails (at once,
-/// never waiting: a segment under another process's file lease is refused).
+/// or an invalid segment (naming what is wrong; also a CUDA segment whose device this process does
+/// not see, or without a CUDA driver: the hand-over then stays for another consumer), OSError if
+/// opening or mapping fails (at once, never waiting: a segment under another process's file lease
+/// is refused), BufferError if a CUDA driver call fails.
 #[pyfunction]
 #[pyo3(signature = (handle, *, writable = false))]
 pub(crate) fn from_shared<'py>(

@@ -365,7 +365,7 @@ def test_invalid_segments_raise_value_error_naming_the_problem(track, raw_segmen
         dlbridge.from_shared(name)
 
     # Corrupted copies of a real segment (header layout: dtype code at 32, device type at 36,
-    # the token at 72, the first shape entry at 80).
+    # the token at 72, the first shape entry at 96).
     h, t = dlbridge.empty_shared((2, 2), "int32")
     track(h)
     good = descriptor_path(h).read_bytes()
@@ -377,9 +377,10 @@ def test_invalid_segments_raise_value_error_naming_the_problem(track, raw_segmen
 
     for at, value, problem in [
         (32, bytes([99]), "data type"),
-        (36, (2).to_bytes(4, sys.byteorder), "host memory"),
-        (80, (-2).to_bytes(8, sys.byteorder, signed=True), "negative"),
-        (80, (1000).to_bytes(8, sys.byteorder), "outside"),
+        (36, (10).to_bytes(4, sys.byteorder), "host or CUDA memory only"),
+        (36, (2).to_bytes(4, sys.byteorder), "does not fit"),
+        (96, (-2).to_bytes(8, sys.byteorder, signed=True), "negative"),
+        (96, (1000).to_bytes(8, sys.byteorder), "outside"),
     ]:
         name = corrupt(at, value)
         with pytest.raises(ValueError, match=problem) as info:

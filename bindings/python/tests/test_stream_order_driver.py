@@ -4,16 +4,9 @@ The stand-in logs each call with its stream and device and counts retained conte
 events, so the tests see which calls a route makes, that imports never wait, and that everything
 is given back with the last tensor. Real GPUs test the rest."""
 
-import shutil
-import subprocess
 import textwrap
-from pathlib import Path
-
-import pytest
 
 from helpers import run_python
-
-SOURCE = Path(__file__).resolve().parents[3] / "tests" / "fake-cuda" / "libcuda.c"
 
 # The child's preamble: the stand-in driver first, then dlbridge.
 PREAMBLE = """
@@ -34,18 +27,6 @@ import dlbridge
 from helpers import counting_capsule, deleter_calls
 CUDA, MANAGED = (2, 0), (13, 0)
 """
-
-
-@pytest.fixture(scope="module")
-def fake_driver(tmp_path_factory):
-    """The stand-in driver, built with the system's C compiler."""
-    cc = shutil.which("cc") or shutil.which("gcc")
-    assert cc, "a C compiler (cc) builds the stand-in CUDA driver"
-    library = tmp_path_factory.mktemp("fake-cuda") / "libcuda.so.1"
-    subprocess.run(
-        [cc, "-shared", "-fPIC", "-Wl,-soname,libcuda.so.1", "-o", library, SOURCE], check=True
-    )
-    return str(library)
 
 
 def in_child(fake_driver, body):

@@ -759,9 +759,16 @@ int dlb_shm_empty(int32_t ndim,
  * segment (this side's reference); if `out` is NULL this side keeps no reference and the
  * segment is reserved for the next opener instead (as dlb_shm_reserve).
  *
- * Errors: DLB_ERR_NOT_ON_CPU, DLB_ERR_UNSUPPORTED_LAYOUT (packed sub-byte),
- * DLB_ERR_ALLOCATION_FAILED (a size the system cannot back), DLB_ERR_SHM_IO (including a
- * hand-over no keeper process can hold), DLB_ERR_BUFFER_TOO_SMALL.
+ * A tensor in CUDA device memory is copied once on its device (after the work its
+ * dlb_tensor_mark_ready mark names, on the legacy stream, finished before this returns) into
+ * device memory other processes map with dlb_shm_open, zero-copy; a dense layout keeps its
+ * strides, any other arrives C-contiguous. Its handle is always a hand-over's (it opens once),
+ * also when `out` receives this side's tensor.
+ *
+ * Errors: DLB_ERR_NOT_ON_CPU, DLB_ERR_UNSUPPORTED_LAYOUT (packed sub-byte; a CUDA tensor with
+ * broadcast or negative strides), DLB_ERR_ALLOCATION_FAILED (a size the system cannot back),
+ * DLB_ERR_SHM_IO (including a hand-over no keeper process can hold), DLB_ERR_CUDA_DRIVER,
+ * DLB_ERR_BUFFER_TOO_SMALL.
  *
  * # Safety
  * `t` is NULL or a live handle; `handle` is NULL or writable for `handle_len` bytes; `out` is
@@ -778,8 +785,13 @@ int dlb_shm_export(const struct dlb_tensor *t,
  * this process's copy). The segment is validated like any foreign tensor. A handed-over
  * segment opens once; opening never waits (a segment under a file lease is DLB_ERR_SHM_IO).
  *
+ * A CUDA segment's tensor is on the same device, numbered as this process numbers it (found by
+ * its UUID), over the same device memory, mapped read-only for this process's kernels when
+ * `writable` is 0; the CUDA driver is loaded if the process has not. A device this process does
+ * not see, or no driver, is DLB_ERR_SHM_INVALID and leaves the hand-over for another consumer.
+ *
  * Errors: DLB_ERR_UNKNOWN_NAME (not a handle), DLB_ERR_SHM_NOT_FOUND, DLB_ERR_SHM_INVALID,
- * validation errors, DLB_ERR_SHM_IO. On failure `*out` is NULL.
+ * validation errors, DLB_ERR_SHM_IO, DLB_ERR_CUDA_DRIVER. On failure `*out` is NULL.
  *
  * # Safety
  * `handle` is NULL or NUL-terminated; `out` is NULL or writable.

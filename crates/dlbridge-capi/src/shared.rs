@@ -9,7 +9,8 @@
 use std::ffi::{c_char, c_int};
 
 use dlbridge::shm::{self, Access};
-use dlbridge::DataType;
+use dlbridge::stream_order::LEGACY_STREAM;
+use dlbridge::{DataType, DeviceType};
 
 use crate::args::{dims_arg, str_arg, write_str, Out};
 use crate::handle::dlb_tensor;
@@ -57,9 +58,16 @@ pub unsafe extern "C" fn dlb_shm_empty(
 /// segment (this side's reference); if `out` is NULL this side keeps no reference and the
 /// segment is reserved for the next opener instead (as dlb_shm_reserve).
 ///
-/// Errors: DLB_ERR_NOT_ON_CPU, DLB_ERR_UNSUPPORTED_LAYOUT (packed sub-byte),
-/// DLB_ERR_ALLOCATION_FAILED (a size the system cannot back), DLB_ERR_SHM_IO (including a
-/// hand-over no keeper process can hold), DLB_ERR_BUFFER_TOO_SMALL.
+/// A tensor in CUDA device memory is copied once on its device (after the work its
+/// dlb_tensor_mark_ready mark names, on the legacy stream, finished before this returns) into
+/// device memory other processes map with dlb_shm_open, zero-copy; a dense layout keeps its
+/// strides, any other arrives C-contiguous. Its handle is always a hand-over's (it opens once),
+/// also when `out` receives this side's tensor.
+///
+/// Errors: DLB_ERR_NOT_ON_CPU, DLB_ERR_UNSUPPORTED_LAYOUT (packed sub-byte; a CUDA tensor with
+/// broadcast or negative strides), DLB_ERR_ALLOCATION_FAILED (a size the system cannot back),
+/// DLB_ERR_SHM_IO (including a hand-over no keeper process can hold), DLB_ERR_CUDA_DRIVER,
+/// DLB_ERR_BUFFER_TOO_SMALL.
 ///
 /// # Safety
 /// `t` is NULL or a live handle; `handle` is NULL or writable for `handle_len` bytes; `out` is
@@ -80,14 +88,23 @@ pub unsafe extern "C" fn dlb_shm_export(
         };
         // SAFETY: caller's contract.
         let tensor = unsafe { dlb_tensor::arg(t, "t") }?;
+        let cuda = tensor.device().kind == DeviceType::Cuda;
+        if cuda {
+            // The copy runs on the legacy stream: after the producer's marked work.
+            tensor.order_stream(LEGACY_STREAM)?;
+        }
         let shared = shm::export(&tensor.view())?;
         // SAFETY: caller's contract.
         unsafe { write_str(handle, handle_len, "handle", shared.handle().to_owned()) }?;
-        match out {
-            Some(out) => out.write(dlb_tensor::into_raw(shared.to_tensor())),
-            // The hand-over's handle names the keeper that holds the segment from now on.
+        let kept = out.map(|out| (out, shared.to_tensor()));
+        if kept.is_none() || cuda {
+            // The hand-over's handle names the keeper that holds the segment from now on (the
+            // only way a CUDA segment opens).
             // SAFETY: caller's contract (the buffer already held the creator's handle).
-            None => unsafe { write_str(handle, handle_len, "handle", shared.handoff()?) }?,
+            unsafe { write_str(handle, handle_len, "handle", shared.handoff()?) }?;
+        }
+        if let Some((out, tensor)) = kept {
+            out.write(dlb_tensor::into_raw(tensor));
         }
         Ok(())
     })
@@ -98,8 +115,13 @@ pub unsafe extern "C" fn dlb_shm_export(
 /// this process's copy). The segment is validated like any foreign tensor. A handed-over
 /// segment opens once; opening never waits (a segment under a file lease is DLB_ERR_SHM_IO).
 ///
+/// A CUDA segment's tensor is on the same device, numbered as this process numbers it (found by
+/// its UUID), over the same device memory, mapped read-only for this process's kernels when
+/// `writable` is 0; the CUDA driver is loaded if the process has not. A device this process does
+/// not see, or no driver, is DLB_ERR_SHM_INVALID and leaves the hand-over for another consumer.
+///
 /// Errors: DLB_ERR_UNKNOWN_NAME (not a handle), DLB_ERR_SHM_NOT_FOUND, DLB_ERR_SHM_INVALID,
-/// validation errors, DLB_ERR_SHM_IO. On failure `*out` is NULL.
+/// validation errors, DLB_ERR_SHM_IO, DLB_ERR_CUDA_DRIVER. On failure `*out` is NULL.
 ///
 /// # Safety
 /// `handle` is NULL or NUL-terminated; `out` is NULL or writable.

@@ -1,14 +1,16 @@
 //! The CUDA driver API, when this process has loaded it: the few entry points that stream order
-//! needs, looked up at run time.
+//! and shared device memory need, looked up at run time.
 //!
 //! Nothing CUDA is linked at build time and nothing is loaded: `libcuda.so.1` is opened with
 //! `RTLD_NOLOAD`, which finds it only if the process already has it. Every process that holds
 //! CUDA memory does (torch, cupy, jax, numba and the CUDA runtime load it to allocate), so a
 //! CPU-only process loads nothing, and a CUDA tensor seen without the driver cannot be memory this
-//! process made.
+//! process made. The one exception is opening another process's shared CUDA memory
+//! ([`load`]): the caller asked for device memory, so the driver is loaded then.
 
 use std::ffi::{c_char, c_int, c_uint, c_void, CStr};
-use std::sync::OnceLock;
+use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+use std::sync::{Mutex, OnceLock};
 
 use crate::error::{Error, Result};
 use crate::stream_order::PER_THREAD_STREAM;
@@ -26,16 +28,18 @@ const EVENT_DISABLE_TIMING: c_uint = 0x2;
 const POINTER_ATTRIBUTE_DEVICE_ORDINAL: c_uint = 9;
 
 macro_rules! driver_api {
-    ($($field:ident = $symbol:literal: fn($($arg:ty),*);)*) => {
-        /// The driver entry points dlbridge uses, with cuda.h's signatures.
-        struct Driver {
+    ($(#[$doc:meta])* struct $name:ident {
+        $($field:ident = $symbol:literal: fn($($arg:ty),*);)*
+    }) => {
+        $(#[$doc])*
+        struct $name {
             $($field: unsafe extern "C" fn($($arg),*) -> CuResult,)*
         }
 
-        impl Driver {
+        impl $name {
             /// Looks every entry point up in the loaded driver (None if one is missing).
-            fn resolve(handle: *mut c_void) -> Option<Driver> {
-                Some(Driver {
+            fn resolve(handle: *mut c_void) -> Option<$name> {
+                Some($name {
                     $($field: {
                         // SAFETY: a live handle and a NUL-terminated name.
                         let f = unsafe { libc::dlsym(handle, $symbol.as_ptr()) };
@@ -59,6 +63,8 @@ macro_rules! driver_api {
 }
 
 driver_api! {
+    /// The driver entry points stream order uses, with cuda.h's signatures.
+    struct Driver {
     init = c"cuInit": fn(c_uint);
     device_get = c"cuDeviceGet": fn(*mut CuDevice, c_int);
     primary_context_retain = c"cuDevicePrimaryCtxRetain": fn(*mut Handle, CuDevice);
@@ -75,37 +81,221 @@ driver_api! {
     stream_context = c"cuStreamGetCtx": fn(Handle, *mut Handle);
     pointer_get_attribute = c"cuPointerGetAttribute": fn(*mut c_void, c_uint, u64);
     error_name = c"cuGetErrorName": fn(CuResult, *mut *const c_char);
+    }
 }
 
-/// The loaded driver, looked up once. A process that loads it later is not seen: it held no CUDA
-/// memory when dlbridge first asked.
+driver_api! {
+    /// The virtual memory management entry points that shared device memory uses (CUDA 11.4 and
+    /// later), with cuda.h's signatures: resolved apart, so that an older driver still orders
+    /// streams.
+    struct MemoryApi {
+    device_count = c"cuDeviceGetCount": fn(*mut c_int);
+    device_uuid = c"cuDeviceGetUuid_v2": fn(*mut [u8; 16], CuDevice);
+    granularity = c"cuMemGetAllocationGranularity": fn(*mut usize, *const AllocationProp, c_uint);
+    create = c"cuMemCreate": fn(*mut u64, usize, *const AllocationProp, u64);
+    release = c"cuMemRelease": fn(u64);
+    export = c"cuMemExportToShareableHandle": fn(*mut c_void, u64, c_uint, u64);
+    import = c"cuMemImportFromShareableHandle": fn(*mut u64, *mut c_void, c_uint);
+    address_reserve = c"cuMemAddressReserve": fn(*mut u64, usize, usize, u64, u64);
+    address_free = c"cuMemAddressFree": fn(u64, usize);
+    map = c"cuMemMap": fn(u64, usize, usize, u64, u64);
+    unmap = c"cuMemUnmap": fn(u64, usize);
+    set_access = c"cuMemSetAccess": fn(u64, usize, *const AccessDesc, usize);
+    copy = c"cuMemcpyDtoDAsync_v2": fn(u64, u64, usize, Handle);
+    copy_2d = c"cuMemcpy2DAsync_v2": fn(*const Copy2d, Handle);
+    }
+}
+
+/// `CU_MEM_LOCATION_TYPE_DEVICE`.
+const LOCATION_DEVICE: c_int = 1;
+/// `CU_MEM_ALLOCATION_TYPE_PINNED`: device memory.
+const ALLOCATION_PINNED: c_int = 1;
+/// `CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR`: an allocation shareable as a file descriptor.
+const HANDLE_POSIX_FD: c_uint = 1;
+/// `CU_MEM_ACCESS_FLAGS_PROT_READ` and `CU_MEM_ACCESS_FLAGS_PROT_READWRITE`.
+const ACCESS_READ: c_int = 1;
+const ACCESS_READ_WRITE: c_int = 3;
+/// `CU_MEMORYTYPE_DEVICE`.
+const MEMORY_DEVICE: c_uint = 2;
+/// `CU_MEM_ALLOC_GRANULARITY_MINIMUM`.
+const GRANULARITY_MINIMUM: c_uint = 0;
+/// `CUDA_ERROR_NOT_FOUND`: what a driver without the memory entry points is reported as.
+const ERROR_NOT_FOUND: CuResult = 500;
+
+/// `CUmemLocation` (cuda.h).
+#[repr(C)]
+struct Location {
+    kind: c_int,
+    id: c_int,
+}
+
+/// `CUmemAllocationProp` (cuda.h): the allocation flags stay zero.
+#[repr(C)]
+struct AllocationProp {
+    kind: c_int,
+    requested_handle_types: c_uint,
+    location: Location,
+    win32_metadata: *mut c_void,
+    alloc_flags: [u8; 8],
+}
+
+impl AllocationProp {
+    /// Device memory on `device`, shareable as a file descriptor.
+    fn shareable_on(device: CuDevice) -> AllocationProp {
+        AllocationProp {
+            kind: ALLOCATION_PINNED,
+            requested_handle_types: HANDLE_POSIX_FD,
+            location: Location {
+                kind: LOCATION_DEVICE,
+                id: device,
+            },
+            win32_metadata: std::ptr::null_mut(),
+            alloc_flags: [0; 8],
+        }
+    }
+}
+
+/// `CUmemAccessDesc` (cuda.h).
+#[repr(C)]
+struct AccessDesc {
+    location: Location,
+    flags: c_int,
+}
+
+/// `CUDA_MEMCPY2D` (cuda.h), device to device: `height` rows of `width` bytes, each row
+/// `src_pitch` (`dst_pitch`) bytes after the previous one.
+#[repr(C)]
+pub(crate) struct Copy2d {
+    src_x: usize,
+    src_y: usize,
+    src_memory_type: c_uint,
+    src_host: *const c_void,
+    src_device: u64,
+    src_array: *mut c_void,
+    src_pitch: usize,
+    dst_x: usize,
+    dst_y: usize,
+    dst_memory_type: c_uint,
+    dst_host: *mut c_void,
+    dst_device: u64,
+    dst_array: *mut c_void,
+    dst_pitch: usize,
+    width: usize,
+    height: usize,
+}
+
+impl Copy2d {
+    /// `height` rows of `width` bytes from `src` (rows `src_pitch` apart) to `dst` (rows
+    /// `dst_pitch` apart), both device addresses.
+    pub(crate) fn new(
+        src: u64,
+        src_pitch: usize,
+        dst: u64,
+        dst_pitch: usize,
+        width: usize,
+        height: usize,
+    ) -> Copy2d {
+        Copy2d {
+            src_x: 0,
+            src_y: 0,
+            src_memory_type: MEMORY_DEVICE,
+            src_host: std::ptr::null(),
+            src_device: src,
+            src_array: std::ptr::null_mut(),
+            src_pitch,
+            dst_x: 0,
+            dst_y: 0,
+            dst_memory_type: MEMORY_DEVICE,
+            dst_host: std::ptr::null_mut(),
+            dst_device: dst,
+            dst_array: std::ptr::null_mut(),
+            dst_pitch,
+            width,
+            height,
+        }
+    }
+}
+
+/// The driver and its memory entry points, once found.
+struct Loaded {
+    driver: Driver,
+    memory: Option<MemoryApi>,
+}
+
+static LOADED: OnceLock<Loaded> = OnceLock::new();
+
+/// The loaded driver. A process that has not loaded it when dlbridge first asks is asked once
+/// only (it held no CUDA memory then); [`load`] loads it later on request.
+fn loaded_driver() -> Result<&'static Loaded> {
+    static ASKED: Mutex<bool> = Mutex::new(false);
+    if let Some(loaded) = LOADED.get() {
+        return Ok(loaded);
+    }
+    let mut asked = ASKED
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    if !*asked {
+        *asked = true;
+        if let Some(loaded) = open_library(libc::RTLD_NOLOAD) {
+            return Ok(LOADED.get_or_init(|| loaded));
+        }
+    }
+    LOADED.get().ok_or(Error::CudaDriverNotLoaded)
+}
+
 fn driver() -> Result<&'static Driver> {
-    static DRIVER: OnceLock<Option<Driver>> = OnceLock::new();
-    DRIVER
-        .get_or_init(load)
-        .as_ref()
-        .ok_or(Error::CudaDriverNotLoaded)
+    loaded_driver().map(|loaded| &loaded.driver)
+}
+
+/// The memory entry points, or the error a driver without them gets.
+fn memory_api() -> Result<(&'static Driver, &'static MemoryApi)> {
+    let loaded = loaded_driver()?;
+    match &loaded.memory {
+        Some(memory) => Ok((&loaded.driver, memory)),
+        None => Err(Error::CudaDriver {
+            call: "cuMemCreate",
+            code: ERROR_NOT_FOUND,
+            name: "CUDA_ERROR_NOT_FOUND (the driver is older than CUDA 11.4)".to_owned(),
+        }),
+    }
+}
+
+/// Loads the driver into this process if it has not yet (to open another process's shared
+/// CUDA memory). Errors: [`Error::CudaDriverNotLoaded`] where there is no driver to load.
+pub(crate) fn load() -> Result<()> {
+    if loaded_driver().is_err() {
+        if let Some(loaded) = open_library(0) {
+            LOADED.get_or_init(|| loaded);
+        }
+    }
+    loaded_driver().map(|_| ())
 }
 
 #[cfg(not(unix))]
-fn load() -> Option<Driver> {
+fn open_library(_flags: c_int) -> Option<Loaded> {
     None
 }
 
 #[cfg(unix)]
-fn load() -> Option<Driver> {
-    // SAFETY: RTLD_NOLOAD never runs a library's initialisers: it returns a handle (one more
-    // reference, never closed, as the driver stays for the process) only to a library already
-    // loaded.
-    let handle =
-        unsafe { libc::dlopen(c"libcuda.so.1".as_ptr(), libc::RTLD_NOW | libc::RTLD_NOLOAD) };
+fn open_library(flags: c_int) -> Option<Loaded> {
+    // SAFETY: with RTLD_NOLOAD, dlopen never runs a library's initialisers: it returns a handle
+    // (one more reference, never closed, as the driver stays for the process) only to a library
+    // already loaded. Without it (`load`), it loads the system's driver, whose initialisers
+    // expect nothing of us.
+    let handle = unsafe { libc::dlopen(c"libcuda.so.1".as_ptr(), libc::RTLD_NOW | flags) };
     if handle.is_null() {
         return None;
     }
     let driver = Driver::resolve(handle)?;
     // SAFETY: cuInit takes flags (0) and is idempotent; the process that loaded the driver has
     // normally called it already.
-    (unsafe { (driver.init)(0) } == 0).then_some(driver)
+    if unsafe { (driver.init)(0) } != 0 {
+        return None;
+    }
+    Some(Loaded {
+        driver,
+        memory: MemoryApi::resolve(handle),
+    })
 }
 
 /// Whether the process has loaded the driver (looked up once, as for every call).
@@ -275,6 +465,26 @@ impl Calls {
         })
     }
 
+    /// Copies `bytes` bytes from device address `src` to `dst` on `stream`. Never blocks the
+    /// host.
+    pub(crate) fn copy(&self, dst: u64, src: u64, bytes: usize, stream: usize) -> Result<()> {
+        let (driver, memory) = memory_api()?;
+        // SAFETY: the caller's device ranges, which the driver checks; the stream likewise.
+        check(driver, "cuMemcpyDtoDAsync", unsafe {
+            (memory.copy)(dst, src, bytes, stream as Handle)
+        })
+    }
+
+    /// Copies the rows `copy` describes on `stream`. Never blocks the host.
+    pub(crate) fn copy_2d(&self, copy: &Copy2d, stream: usize) -> Result<()> {
+        let (driver, memory) = memory_api()?;
+        // SAFETY: a live, initialised CUDA_MEMCPY2D over the caller's device ranges, which the
+        // driver checks; the stream likewise.
+        check(driver, "cuMemcpy2DAsync", unsafe {
+            (memory.copy_2d)(copy, stream as Handle)
+        })
+    }
+
     /// Blocks the host until all work of the current context is done.
     pub(crate) fn context_synchronize(&self) -> Result<()> {
         let driver = self.driver;
@@ -338,4 +548,226 @@ pub(crate) fn device_of(address: u64) -> Result<i32> {
         )
     })?;
     Ok(ordinal)
+}
+
+/// The UUID of device `ordinal`: its identity in every process, however each numbers its devices
+/// (a MIG instance has its own).
+pub(crate) fn device_uuid(ordinal: i32) -> Result<[u8; 16]> {
+    let (driver, memory) = memory_api()?;
+    let mut device: CuDevice = 0;
+    // SAFETY: one int written to a live local.
+    check(driver, "cuDeviceGet", unsafe {
+        (driver.device_get)(&mut device, ordinal)
+    })?;
+    let mut uuid = [0u8; 16];
+    // SAFETY: 16 bytes written to a live local.
+    check(driver, "cuDeviceGetUuid", unsafe {
+        (memory.device_uuid)(&mut uuid, device)
+    })?;
+    Ok(uuid)
+}
+
+/// The ordinal under which this process sees the device with `uuid`, if it sees it.
+pub(crate) fn device_with_uuid(uuid: &[u8; 16]) -> Result<Option<i32>> {
+    let (driver, memory) = memory_api()?;
+    let mut count: c_int = 0;
+    // SAFETY: one int written to a live local.
+    check(driver, "cuDeviceGetCount", unsafe {
+        (memory.device_count)(&mut count)
+    })?;
+    for ordinal in 0..count {
+        if device_uuid(ordinal)? == *uuid {
+            return Ok(Some(ordinal));
+        }
+    }
+    Ok(None)
+}
+
+/// Device memory another process can map: one allocation made shareable as a file descriptor
+/// (`cuMemCreate`), mapped at a range of this process's device addresses. Dropping it unmaps the
+/// range and frees the addresses; the memory itself is freed by the driver once no process maps
+/// it and no descriptor of it is open anywhere.
+pub(crate) struct SharedAllocation {
+    context: PrimaryContext,
+    memory: &'static MemoryApi,
+    address: u64,
+    size: usize,
+}
+
+// SAFETY: the range is plain device memory; the driver's memory calls may come from any thread.
+unsafe impl Send for SharedAllocation {}
+// SAFETY: as above; `&SharedAllocation` only reads its fields.
+unsafe impl Sync for SharedAllocation {}
+
+impl SharedAllocation {
+    /// A new allocation of at least `bytes` on device `ordinal` (rounded up to the driver's
+    /// granularity), mapped read-write, and a descriptor that shares it.
+    pub(crate) fn create(ordinal: i32, bytes: usize) -> Result<(SharedAllocation, OwnedFd)> {
+        let (driver, memory) = memory_api()?;
+        let context = PrimaryContext::retain(ordinal)?;
+        let prop = AllocationProp::shareable_on(context.device);
+        let mut granularity = 0usize;
+        // SAFETY: one size written to a live local; `prop` is a live, initialised struct.
+        check(driver, "cuMemGetAllocationGranularity", unsafe {
+            (memory.granularity)(&mut granularity, &prop, GRANULARITY_MINIMUM)
+        })?;
+        let size = bytes
+            .max(1)
+            .div_ceil(granularity.max(1))
+            .checked_mul(granularity.max(1))
+            .ok_or(Error::AllocationFailed(bytes))?;
+        context
+            .with_current(|_| {
+                let mut allocation = 0u64;
+                // SAFETY: one handle written to a live local; released below once mapped.
+                check(driver, "cuMemCreate", unsafe {
+                    (memory.create)(&mut allocation, size, &prop, 0)
+                })?;
+                let shared = map_allocation(driver, memory, &context, allocation, size, true)
+                    .and_then(|address| {
+                        let mut fd: c_int = -1;
+                        // SAFETY: the descriptor (an int) is written to a live local; the
+                        // allocation is live.
+                        check(driver, "cuMemExportToShareableHandle", unsafe {
+                            (memory.export)(
+                                (&mut fd as *mut c_int).cast(),
+                                allocation,
+                                HANDLE_POSIX_FD,
+                                0,
+                            )
+                        })
+                        .map(|()| (address, fd))
+                    });
+                // SAFETY: the handle made above, released once: a mapping keeps the memory.
+                unsafe { (memory.release)(allocation) };
+                let (address, fd) = shared?;
+                // SAFETY: the driver gave us this descriptor; nothing else owns it.
+                Ok((address, unsafe { OwnedFd::from_raw_fd(fd) }))
+            })
+            .map(|(address, fd)| {
+                (
+                    SharedAllocation {
+                        context,
+                        memory,
+                        address,
+                        size,
+                    },
+                    fd,
+                )
+            })
+    }
+
+    /// Maps the `size` bytes of the allocation that `fd` shares on device `ordinal`, writable or
+    /// read-only for this process's kernels.
+    pub(crate) fn import(
+        ordinal: i32,
+        fd: BorrowedFd<'_>,
+        size: usize,
+        writable: bool,
+    ) -> Result<SharedAllocation> {
+        let (driver, memory) = memory_api()?;
+        let context = PrimaryContext::retain(ordinal)?;
+        let address = context.with_current(|_| {
+            let mut allocation = 0u64;
+            // SAFETY: one handle written to a live local; the driver reads the descriptor
+            // number passed as the pointer argument (cuda.h's convention), and does not take it.
+            check(driver, "cuMemImportFromShareableHandle", unsafe {
+                (memory.import)(
+                    &mut allocation,
+                    fd.as_raw_fd() as isize as *mut c_void,
+                    HANDLE_POSIX_FD,
+                )
+            })?;
+            let address = map_allocation(driver, memory, &context, allocation, size, writable);
+            // SAFETY: the handle imported above, released once: the mapping keeps the memory.
+            unsafe { (memory.release)(allocation) };
+            address
+        })?;
+        Ok(SharedAllocation {
+            context,
+            memory,
+            address,
+            size,
+        })
+    }
+
+    /// The first device address of the range.
+    pub(crate) fn address(&self) -> u64 {
+        self.address
+    }
+
+    /// Bytes in the range (the allocation's size).
+    pub(crate) fn size(&self) -> usize {
+        self.size
+    }
+
+    /// Runs `work` with the allocation's device context current.
+    pub(crate) fn with_current<T>(&self, work: impl FnOnce(&Calls) -> Result<T>) -> Result<T> {
+        self.context.with_current(work)
+    }
+}
+
+impl Drop for SharedAllocation {
+    fn drop(&mut self) {
+        let memory = self.memory;
+        let _ = self.context.with_current(|_| {
+            // SAFETY: the range mapped by `create`/`import`, unmapped and freed once; nothing
+            // reads it any more (the tensors over it hold this value alive).
+            unsafe {
+                (memory.unmap)(self.address, self.size);
+                (memory.address_free)(self.address, self.size);
+            }
+            Ok(())
+        });
+    }
+}
+
+/// Reserves `size` bytes of device addresses, maps `allocation` there and grants device
+/// `context.device` access (read-write or read-only); returns the address. Undoes what it did
+/// on failure. The caller releases its handle to `allocation`.
+fn map_allocation(
+    driver: &'static Driver,
+    memory: &'static MemoryApi,
+    context: &PrimaryContext,
+    allocation: u64,
+    size: usize,
+    writable: bool,
+) -> Result<u64> {
+    let mut address = 0u64;
+    // SAFETY: one address written to a live local; freed below on failure or by the
+    // SharedAllocation's Drop.
+    check(driver, "cuMemAddressReserve", unsafe {
+        (memory.address_reserve)(&mut address, size, 0, 0, 0)
+    })?;
+    // SAFETY: maps a live allocation of `size` bytes at the reserved range.
+    let mapped = check(driver, "cuMemMap", unsafe {
+        (memory.map)(address, size, 0, allocation, 0)
+    });
+    let access = AccessDesc {
+        location: Location {
+            kind: LOCATION_DEVICE,
+            id: context.device,
+        },
+        flags: if writable {
+            ACCESS_READ_WRITE
+        } else {
+            ACCESS_READ
+        },
+    };
+    let granted = mapped.and_then(|()| {
+        // SAFETY: one access descriptor for the range mapped above.
+        check(driver, "cuMemSetAccess", unsafe {
+            (memory.set_access)(address, size, &access, 1)
+        })
+        .inspect_err(|_| {
+            // SAFETY: unmaps the range mapped above.
+            unsafe { (memory.unmap)(address, size) };
+        })
+    });
+    if let Err(e) = granted {
+        // SAFETY: frees the range reserved above, mapped no more.
+        unsafe { (memory.address_free)(address, size) };
+        return Err(e);
+    }
+    Ok(address)
 }

@@ -26,6 +26,7 @@ use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 
+mod device;
 pub mod handle;
 mod keeper;
 #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
@@ -41,6 +42,7 @@ pub use sweep::sweep;
 
 use handle::Handle;
 
+use crate::cuda_driver::SharedAllocation;
 use crate::dtype::DataType;
 use crate::error::{Error, Result};
 use crate::ffi::{DLDataType, DLDevice, DLTensor};
@@ -49,13 +51,14 @@ use crate::layout::{self, Order};
 use crate::tensor::Tensor;
 use crate::validate::validate;
 use crate::view::TensorView;
-use crate::{Device, MAX_NDIM};
+use crate::{Device, DeviceType, MAX_NDIM};
 
 /// First bytes of every segment.
 const MAGIC: [u8; 8] = *b"DLBRIDGE";
 /// Version of the segment layout below (1: named POSIX objects without a token; 2: without the
-/// `handed` state, so that racing openers could both join a handed-over segment).
-const LAYOUT_VERSION: u32 = 3;
+/// `handed` state, so that racing openers could both join a handed-over segment; 3: host memory
+/// only, without the device's UUID).
+const LAYOUT_VERSION: u32 = 4;
 
 /// The start of a segment; `2 * ndim` `i64`s (shape, then strides) follow it.
 #[repr(C)]
@@ -78,12 +81,16 @@ struct Header {
     segment_len: u64,
     /// The token every handle of this segment carries.
     token: u64,
+    /// For a CUDA segment, the UUID of the device its memory is on (zeros for host memory).
+    device_uuid: [u8; 16],
 }
 
 const HEADER_LEN: usize = std::mem::size_of::<Header>();
 
 /// Where the pending hand-over count lies in a segment (what a keeper reads with `pread`).
 const HANDOFFS_AT: usize = std::mem::offset_of!(Header, handoffs);
+/// Where the token lies in a segment (what a keeper reads with `pread`).
+const TOKEN_AT: usize = std::mem::offset_of!(Header, token);
 
 /// How an opened segment's data may be used.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -133,6 +140,15 @@ struct Mapping {
     descriptor: Option<OwnedFd>,
     /// A keeper process holds the descriptor for the pending hand-over.
     kept: AtomicBool,
+    /// A CUDA segment's device memory.
+    device: Option<DeviceMemory>,
+}
+
+/// A CUDA segment's device memory as this process maps it, and (creator only) the descriptor
+/// that shares it, for the keeper.
+struct DeviceMemory {
+    allocation: SharedAllocation,
+    descriptor: Option<OwnedFd>,
 }
 
 // SAFETY: the mapping is plain shared memory; the header's counters are atomics, and the data is
@@ -146,6 +162,14 @@ impl Mapping {
         // SAFETY: every Mapping spans at least HEADER_LEN bytes, page-aligned (so aligned for
         // Header), and the header stays mapped for as long as `self`.
         unsafe { &*(self.base as *const Header) }
+    }
+
+    /// Where the segment's data starts: at `data_offset` in the mapping, or in the device memory.
+    fn data(&self, data_offset: usize) -> *mut u8 {
+        match &self.device {
+            Some(device) => device.allocation.address() as *mut u8,
+            None => self.base.wrapping_add(data_offset),
+        }
     }
 }
 
@@ -283,7 +307,13 @@ impl SharedTensor {
             .descriptor
             .as_ref()
             .expect("a SharedTensor's mapping holds the descriptor");
-        match keeper::hand_over(fd.as_fd()) {
+        let device = self
+            .mapping
+            .device
+            .as_ref()
+            .and_then(|d| d.descriptor.as_ref())
+            .map(|d| d.as_fd());
+        match keeper::hand_over(fd.as_fd(), device) {
             Ok((pid, fd)) => {
                 self.mapping.kept.store(true, Ordering::Release);
                 Ok(Handle { pid, fd, token }.format())
@@ -309,7 +339,19 @@ pub fn empty(shape: &[i64], dtype: DataType) -> Result<SharedTensor> {
 
 /// Copies `view` (any layout, host memory) into a new segment in C order. The segment's tensor
 /// is flagged IS_COPIED, so the consumer knows this exchange cost one copy.
+///
+/// A tensor in CUDA device memory is copied, device to device, into a new allocation on its
+/// device that other processes can map: a dense layout as it is (its strides kept), any other
+/// with positive strides in C order; broadcast or negative strides are
+/// [`Error::UnsupportedLayout`]. The copy runs on the legacy stream (`CU_STREAM_LEGACY`) and is
+/// waited for, so the handle names finished data; order a tensor's pending work before it
+/// ([`Tensor::order_stream`] with [`crate::stream_order::LEGACY_STREAM`]). A CUDA segment opens
+/// through its hand-over only ([`SharedTensor::handoff`]): its consumer gets the device memory's
+/// descriptor from the keeper.
 pub fn export(view: &TensorView<'_>) -> Result<SharedTensor> {
+    if view.device().kind == DeviceType::Cuda {
+        return export_cuda(view);
+    }
     view.require_host()?;
     let shared = create(
         view.shape(),
@@ -320,73 +362,34 @@ pub fn export(view: &TensorView<'_>) -> Result<SharedTensor> {
     Ok(shared)
 }
 
-fn create(shape: &[i64], dtype: DataType, flags: Flags) -> Result<SharedTensor> {
-    let item = dtype
+/// Bytes per element of `dtype` in a segment: packed sub-byte elements cannot be shared.
+fn item_size(dtype: DataType, flags: Flags) -> Result<usize> {
+    dtype
         .storage_size(flags.contains(Flags::IS_SUBBYTE_TYPE_PADDED))
         .ok_or_else(|| {
             Error::UnsupportedLayout(format!("packed {dtype} elements cannot be shared"))
-        })?;
+        })
+}
+
+fn create(shape: &[i64], dtype: DataType, flags: Flags) -> Result<SharedTensor> {
+    let item = item_size(dtype, flags)?;
     let size = crate::tensor::check_shape(shape, item)?;
     let data_len = size * item;
     let strides = layout::compact_strides(shape, Order::C);
-    let page = page_size();
-    let dims_len = 16 * shape.len();
-    let data_offset = (HEADER_LEN + dims_len).div_ceil(page) * page;
-    let segment_len = data_len
-        .div_ceil(page)
-        .max(1)
-        .checked_mul(page)
-        .and_then(|len| len.checked_add(data_offset))
-        .filter(|&len| len <= isize::MAX as usize)
-        .ok_or(Error::AllocationFailed(data_len))?;
-    check_backable(segment_len)?;
-
-    release_taken_handoffs();
-    sweep::sweep_once();
-    let token = random_token();
-    let fd = create_sealed(segment_len, token)?;
-    let name = Handle {
-        pid: std::process::id(),
-        fd: fd.as_raw_fd(),
-        token,
-    }
-    .format();
-    let base = map(fd.as_raw_fd(), segment_len, &name)?;
-    let header = Header {
-        magic: MAGIC,
-        layout_version: LAYOUT_VERSION,
-        ndim: shape.len() as u32,
-        refcount: AtomicU32::new(1),
-        handoffs: AtomicU32::new(0),
-        flags: flags.bits(),
-        dtype: dtype.to_raw(),
-        device: Device::CPU.to_raw(),
-        handed: AtomicU32::new(0),
-        data_offset: data_offset as u64,
-        data_len: data_len as u64,
-        segment_len: segment_len as u64,
-        token,
+    let layout = SegmentLayout {
+        shape,
+        strides: &strides,
+        dtype,
+        flags,
+        device: Device::CPU,
+        data_len,
+        device_uuid: [0; 16],
     };
-    // SAFETY: the fresh mapping is `segment_len` writable bytes, page-aligned; the header and
-    // dims fit before `data_offset` by construction.
-    unsafe {
-        std::ptr::write(base as *mut Header, header);
-        let dims = base.add(HEADER_LEN) as *mut i64;
-        std::ptr::copy_nonoverlapping(shape.as_ptr(), dims, shape.len());
-        std::ptr::copy_nonoverlapping(strides.as_ptr(), dims.add(shape.len()), shape.len());
-    }
-    let mapping = Arc::new(Mapping {
-        base,
-        len: segment_len,
-        name,
-        handed_over: AtomicBool::new(false),
-        descriptor: Some(fd),
-        kept: AtomicBool::new(false),
-    });
+    let mapping = Arc::new(layout.create(None)?);
     // SAFETY: the data area holds `data_len` zeroed, writable bytes: the compact layout's span.
     let tensor = unsafe {
         Tensor::from_raw_parts(
-            base.add(data_offset),
+            mapping.data(layout.data_offset()),
             shape,
             Some(&strides),
             dtype,
@@ -396,6 +399,127 @@ fn create(shape: &[i64], dtype: DataType, flags: Flags) -> Result<SharedTensor> 
         )
     }?;
     Ok(SharedTensor { mapping, tensor })
+}
+
+/// [`export`] of a CUDA tensor: its copy in new shareable device memory, described by a segment
+/// without data pages.
+fn export_cuda(view: &TensorView<'_>) -> Result<SharedTensor> {
+    let flags = Flags::IS_COPIED | (view.flags() & Flags::IS_SUBBYTE_TYPE_PADDED);
+    let item = item_size(view.dtype(), flags)?;
+    crate::tensor::check_shape(view.shape(), item)?;
+    let plan = device::CopyPlan::of(view, item)?;
+    let exported = device::export(view, &plan)?;
+    let layout = SegmentLayout {
+        shape: view.shape(),
+        strides: plan.strides(),
+        dtype: view.dtype(),
+        flags,
+        device: view.device(),
+        data_len: exported.size,
+        device_uuid: exported.uuid,
+    };
+    let mapping = Arc::new(layout.create(Some(DeviceMemory {
+        allocation: exported.allocation,
+        descriptor: Some(exported.descriptor),
+    }))?);
+    // SAFETY: the device memory holds the copy in this layout (the plan's strides), mapped for
+    // as long as the mapping lives.
+    let tensor = unsafe {
+        Tensor::from_raw_parts(
+            mapping.data(0),
+            view.shape(),
+            Some(plan.strides()),
+            view.dtype(),
+            view.device(),
+            flags,
+            Box::new(mapping.clone()),
+        )
+    }?;
+    Ok(SharedTensor { mapping, tensor })
+}
+
+/// What a new segment describes.
+struct SegmentLayout<'a> {
+    shape: &'a [i64],
+    strides: &'a [i64],
+    dtype: DataType,
+    flags: Flags,
+    device: Device,
+    /// Bytes of data: in the segment for host memory, in the device allocation for CUDA.
+    data_len: usize,
+    device_uuid: [u8; 16],
+}
+
+impl SegmentLayout<'_> {
+    /// Where the data (or, for CUDA, the segment's end) lies: the first page after the dims.
+    fn data_offset(&self) -> usize {
+        let page = page_size();
+        (HEADER_LEN + 16 * self.shape.len()).div_ceil(page) * page
+    }
+
+    /// Creates the sealed segment, writes its header and dims, and maps it for this process (its
+    /// creator): host data follows the dims, zero-filled; `device` memory holds a CUDA
+    /// segment's.
+    fn create(&self, device: Option<DeviceMemory>) -> Result<Mapping> {
+        let page = page_size();
+        let data_offset = self.data_offset();
+        let data_pages = match device {
+            Some(_) => 0,
+            None => self.data_len.div_ceil(page).max(1),
+        };
+        let segment_len = data_pages
+            .checked_mul(page)
+            .and_then(|len| len.checked_add(data_offset))
+            .filter(|&len| len <= isize::MAX as usize)
+            .ok_or(Error::AllocationFailed(self.data_len))?;
+        check_backable(segment_len)?;
+
+        release_taken_handoffs();
+        sweep::sweep_once();
+        let token = random_token();
+        let fd = create_sealed(segment_len, token)?;
+        let name = Handle {
+            pid: std::process::id(),
+            fd: fd.as_raw_fd(),
+            token,
+        }
+        .format();
+        let base = map(fd.as_raw_fd(), segment_len, &name)?;
+        let ndim = self.shape.len();
+        let header = Header {
+            magic: MAGIC,
+            layout_version: LAYOUT_VERSION,
+            ndim: ndim as u32,
+            refcount: AtomicU32::new(1),
+            handoffs: AtomicU32::new(0),
+            flags: self.flags.bits(),
+            dtype: self.dtype.to_raw(),
+            device: self.device.to_raw(),
+            handed: AtomicU32::new(0),
+            data_offset: data_offset as u64,
+            data_len: self.data_len as u64,
+            segment_len: segment_len as u64,
+            token,
+            device_uuid: self.device_uuid,
+        };
+        // SAFETY: the fresh mapping is `segment_len` writable bytes, page-aligned; the header
+        // and dims fit before `data_offset` by construction.
+        unsafe {
+            std::ptr::write(base as *mut Header, header);
+            let dims = base.add(HEADER_LEN) as *mut i64;
+            std::ptr::copy_nonoverlapping(self.shape.as_ptr(), dims, ndim);
+            std::ptr::copy_nonoverlapping(self.strides.as_ptr(), dims.add(ndim), ndim);
+        }
+        Ok(Mapping {
+            base,
+            len: segment_len,
+            name,
+            handed_over: AtomicBool::new(false),
+            descriptor: Some(fd),
+            kept: AtomicBool::new(false),
+            device,
+        })
+    }
 }
 
 /// Refuses a segment the system could not back, with the error a failed allocation gives.
@@ -540,12 +664,19 @@ fn map_checked(
         e
     };
     // SAFETY: the mapping is at least HEADER_LEN readable bytes and page-aligned.
-    let copy = unsafe { HeaderCopy::read(base) };
+    let mut copy = unsafe { HeaderCopy::read(base) };
     if copy.magic == MAGIC && copy.layout_version == LAYOUT_VERSION && copy.token != parsed.token {
         // The descriptor slot now holds another segment: ours is gone.
         return Err(unmap(Error::ShmNotFound(handle.to_owned())));
     }
     check_header(&copy, size, handle).map_err(unmap)?;
+    // A CUDA segment's memory is mapped before the claim: an opener that cannot map it (no
+    // driver, another machine's device) leaves the hand-over to another.
+    let device = if claim == Claim::Open && copy.device.device_type == crate::ffi::kDLCUDA {
+        Some(open_device(&parsed, &mut copy, access, handle).map_err(unmap)?)
+    } else {
+        None
+    };
     if access == Access::ReadOnly {
         remap_private(
             fd.as_raw_fd(),
@@ -572,8 +703,49 @@ fn map_checked(
         handed_over: AtomicBool::new(false),
         descriptor: None,
         kept: AtomicBool::new(false),
+        device,
     };
     Ok((mapping, copy, dims))
+}
+
+/// Maps a CUDA segment's device memory, whose descriptor the keeper the handle names gives out,
+/// and numbers the header copy's device as this process does.
+fn open_device(
+    parsed: &Handle,
+    copy: &mut HeaderCopy,
+    access: Access,
+    handle: &str,
+) -> Result<DeviceMemory> {
+    let descriptor = match keeper::device_descriptor(parsed.pid, parsed.fd, parsed.token) {
+        Ok(Some(descriptor)) => descriptor,
+        Ok(None) => return Err(Error::ShmNotFound(handle.to_owned())),
+        Err(e) if matches!(e.raw_os_error(), Some(libc::ECONNREFUSED | libc::ENOENT)) => {
+            return Err(invalid(
+                handle,
+                "a CUDA segment opens through its hand-over's handle only, and no keeper \
+                 process answers for this one",
+            ))
+        }
+        Err(e) => {
+            return Err(Error::ShmIo {
+                op: "open device memory",
+                name: handle.to_owned(),
+                reason: e.to_string(),
+            })
+        }
+    };
+    let (allocation, device) = device::import(
+        &descriptor,
+        copy.data_len as usize,
+        &copy.device_uuid,
+        access == Access::ReadWrite,
+        handle,
+    )?;
+    copy.device.device_id = device.id;
+    Ok(DeviceMemory {
+        allocation,
+        descriptor: None,
+    })
 }
 
 /// Replaces the data pages `[offset, size)` of the shared mapping at `base` by a private,
@@ -695,6 +867,7 @@ struct HeaderCopy {
     data_len: u64,
     segment_len: u64,
     token: u64,
+    device_uuid: [u8; 16],
 }
 
 impl HeaderCopy {
@@ -718,6 +891,7 @@ impl HeaderCopy {
                 data_len: std::ptr::read_volatile(std::ptr::addr_of!((*h).data_len)),
                 segment_len: std::ptr::read_volatile(std::ptr::addr_of!((*h).segment_len)),
                 token: std::ptr::read_volatile(std::ptr::addr_of!((*h).token)),
+                device_uuid: std::ptr::read_volatile(std::ptr::addr_of!((*h).device_uuid)),
             }
         }
     }
@@ -766,10 +940,14 @@ fn check_header(h: &HeaderCopy, size: usize, handle: &str) -> Result<()> {
             ),
         ));
     }
-    if offset % page_size() != 0
-        || offset < dims_end
-        || offset.checked_add(len).is_none_or(|end| end > size)
-    {
+    // A CUDA segment's data is in device memory: its segment ends where host data would start.
+    let cuda = h.device.device_type == crate::ffi::kDLCUDA;
+    let fits = if cuda {
+        offset == size
+    } else {
+        offset.checked_add(len).is_some_and(|end| end <= size)
+    };
+    if offset % page_size() != 0 || offset < dims_end || !fits {
         return Err(invalid(
             handle,
             format!(
@@ -778,8 +956,8 @@ fn check_header(h: &HeaderCopy, size: usize, handle: &str) -> Result<()> {
             ),
         ));
     }
-    if Device::from_raw(h.device)? != Device::CPU {
-        return Err(invalid(handle, "segments hold host memory only"));
+    if Device::from_raw(h.device)? != Device::CPU && !cuda {
+        return Err(invalid(handle, "segments hold host or CUDA memory only"));
     }
     Ok(())
 }
@@ -817,21 +995,21 @@ fn claim_reference(h: &Header, handle: &str, claim: Claim) -> Result<bool> {
 }
 
 /// Validates the tensor fields of a checked header copy (`dims`: shape then strides) like any
-/// foreign tensor, for data at `base + data_offset`, and keeps the layout inside the data area.
+/// foreign tensor, for data at `data`, and keeps the layout inside the data area.
 /// Returns the validated tensor and its byte span relative to the data area. Packed sub-byte
 /// dtypes are refused, as [`empty`] refuses them.
 fn check_layout(
     h: &HeaderCopy,
     dims: &mut [i64],
-    base: *mut u8,
+    data: *mut u8,
     name: &str,
 ) -> Result<(crate::validate::Validated, layout::ByteSpan)> {
     let ndim = h.ndim as usize;
     let flags = Flags::from_bits_retain(h.flags);
-    let (offset, len) = (h.data_offset as usize, h.data_len as usize);
+    let len = h.data_len as usize;
     let (shape, strides) = dims.split_at_mut(ndim);
     let raw = DLTensor {
-        data: base.wrapping_add(offset) as *mut libc::c_void,
+        data: data as *mut libc::c_void,
         device: h.device,
         ndim: ndim as i32,
         dtype: h.dtype,
@@ -885,7 +1063,8 @@ pub fn check_segment_bytes(bytes: &[u8]) -> Result<(Vec<i64>, std::ops::Range<us
     check_header(&copy, bytes.len(), name)?;
     // SAFETY: check_header proved the dims lie inside the buffer, before `data_offset`.
     let mut dims = unsafe { copy.read_dims(base) };
-    let (_, span) = check_layout(&copy, &mut dims, base, name)?;
+    let data = base.wrapping_add(copy.data_offset as usize);
+    let (_, span) = check_layout(&copy, &mut dims, data, name)?;
     let shape = dims[..copy.ndim as usize].to_vec();
     let start = copy.data_offset as usize;
     let reach = if span.is_empty() {
@@ -906,7 +1085,8 @@ fn tensor_over(
 ) -> Result<Tensor> {
     let ndim = h.ndim as usize;
     let mut flags = Flags::from_bits_retain(h.flags);
-    let (v, _) = check_layout(h, &mut dims, mapping.base, &mapping.name)?;
+    let data = mapping.data(h.data_offset as usize);
+    let (v, _) = check_layout(h, &mut dims, data, &mapping.name)?;
     let (shape, strides) = dims.split_at(ndim);
     if access == Access::ReadOnly {
         // The data pages are private copy-on-write pages (map_checked): writes that ignore the

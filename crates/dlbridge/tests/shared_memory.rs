@@ -397,7 +397,7 @@ fn empty_and_zero_dim_tensors_travel() {
 
 /// Offset of the token in the header, and of the first shape entry after it.
 const TOKEN_AT: usize = 72;
-const SHAPE0_AT: usize = 80;
+const SHAPE0_AT: usize = 96;
 
 /// A memory file holding `bytes`, sealed like a segment when `sealed`, and a handle naming it
 /// with the token its bytes carry (zero if they are too short): what a broken or hostile
@@ -459,7 +459,7 @@ fn bad_segments_give_typed_errors_and_leave_nothing_mapped() {
         )
     };
     // layout_version at 8, ndim at 12, dtype code at 32, device type at 36, data_len at 56,
-    // the first shape entry at 80 (see the header layout)
+    // the first shape entry at 96 (see the header layout)
     assert!(matches!(
         corrupt(8, &9u32.to_ne_bytes()).1,
         Error::ShmInvalid { .. }
@@ -469,13 +469,17 @@ fn bad_segments_give_typed_errors_and_leave_nothing_mapped() {
         Error::NdimOutOfRange(5000)
     );
     assert_eq!(corrupt(32, &[99]).1, Error::UnknownDtypeCode(99));
-    let (name, err) = corrupt(36, &2i32.to_ne_bytes());
+    let (name, err) = corrupt(36, &10i32.to_ne_bytes());
     assert_eq!(
         err,
         Error::ShmInvalid {
             name,
-            reason: "segments hold host memory only".into()
+            reason: "segments hold host or CUDA memory only".into()
         }
+    );
+    // A CUDA segment has no data pages: this one's are where its segment should end.
+    assert!(
+        matches!(corrupt(36, &2i32.to_ne_bytes()).1, Error::ShmInvalid { reason, .. } if reason.contains("does not fit"))
     );
     assert!(matches!(
         corrupt(56, &u64::MAX.to_ne_bytes()).1,

@@ -55,7 +55,7 @@ fn mutated_seeds_fail_with_typed_errors() {
         Error::ShmInvalid { .. }
     ));
     assert!(matches!(
-        with(80, &(1i64 << 30).to_ne_bytes()),
+        with(96, &(1i64 << 30).to_ne_bytes()),
         Error::ShmInvalid { .. }
     ));
     assert!(matches!(

@@ -18,7 +18,7 @@ use helper_process::{helper_command, Helper};
 const NDIM_AT: usize = 12;
 const DATA_OFFSET_AT: usize = 48;
 const DATA_LEN_AT: usize = 56;
-const SHAPE0_AT: usize = 80;
+const SHAPE0_AT: usize = 96;
 
 /// The file through which any same-user process reaches a segment: the creator's descriptor.
 fn segment_path(handle: &str) -> String {

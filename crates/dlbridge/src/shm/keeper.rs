@@ -5,8 +5,10 @@
 //! hand-over of a process ([`super::SharedTensor::handoff`]) forks its keeper
 //! ([`super::keeper_process`]): a process that keeps nothing of the producer but read-only code
 //! and talks to it over a Unix socket. Each hand-over then sends the segment's descriptor there
-//! (`SCM_RIGHTS`) and gets back its number in the keeper; the handle names the keeper and that
-//! number. No program is looked up or executed, a hand-over costs one round trip on the socket,
+//! (`SCM_RIGHTS`), with the descriptor that shares its device memory for a CUDA segment, and gets
+//! back the segment's number in the keeper; the handle names the keeper and that number. The
+//! consumer of a CUDA segment asks the keeper for its device memory's descriptor
+//! ([`device_descriptor`]): it cannot be reopened through `/proc` as a memory file can. No program is looked up or executed, a hand-over costs one round trip on the socket,
 //! and however many hand-overs are pending, a producer has one keeper. The keeper closes a
 //! descriptor when its hand-over is taken — the consumer that takes it tells the keeper
 //! ([`release_taken`]) — or when its time ([`handoff_seconds`]) is up, and exits once its
@@ -46,10 +48,13 @@ struct Keeper {
 
 static KEEPER: Mutex<Option<Keeper>> = Mutex::new(None);
 
-/// Hands `fd` (a segment with a pending hand-over) to this process's keeper, starting it if
-/// needed (again, if it died); returns the keeper's process id and the descriptor's number
-/// there.
-pub(super) fn hand_over(fd: BorrowedFd<'_>) -> std::io::Result<(u32, i32)> {
+/// Hands `fd` (a segment with a pending hand-over) and `device` (the descriptor sharing a CUDA
+/// segment's memory) to this process's keeper, starting it if needed (again, if it died);
+/// returns the keeper's process id and the segment descriptor's number there.
+pub(super) fn hand_over(
+    fd: BorrowedFd<'_>,
+    device: Option<BorrowedFd<'_>>,
+) -> std::io::Result<(u32, i32)> {
     let seconds = handoff_seconds();
     let mut keeper = KEEPER
         .lock()
@@ -63,7 +68,7 @@ pub(super) fn hand_over(fd: BorrowedFd<'_>) -> std::io::Result<(u32, i32)> {
             *keeper = Some(start()?);
         }
         let current = keeper.as_ref().expect("started above");
-        match send(current, fd, seconds) {
+        match send(current, fd, device, seconds) {
             Ok(number) => return Ok((current.pid, number)),
             Err(e) => {
                 // A keeper that failed once is never used again (its answers could lag).
@@ -82,14 +87,34 @@ pub(super) fn hand_over(fd: BorrowedFd<'_>) -> std::io::Result<(u32, i32)> {
 }
 
 /// Sends one hand-over and reads the answer.
-fn send(keeper: &Keeper, fd: BorrowedFd<'_>, seconds: u64) -> std::io::Result<i32> {
-    let payload = seconds.to_ne_bytes();
+fn send(
+    keeper: &Keeper,
+    fd: BorrowedFd<'_>,
+    device: Option<BorrowedFd<'_>>,
+    seconds: u64,
+) -> std::io::Result<i32> {
+    let descriptors = [fd.as_raw_fd(), device.map_or(-1, |d| d.as_raw_fd())];
+    let count = if device.is_some() { 2 } else { 1 };
+    send_with_descriptors(
+        keeper.control.as_raw_fd(),
+        &seconds.to_ne_bytes(),
+        &descriptors[..count],
+    )?;
+    let answer = read_i32(&keeper.control)?;
+    if answer < 0 {
+        return Err(std::io::Error::from_raw_os_error(-answer));
+    }
+    Ok(answer)
+}
+
+/// Sends `payload` on socket `socket` with `descriptors` (one or two) attached (`SCM_RIGHTS`).
+fn send_with_descriptors(socket: i32, payload: &[u8], descriptors: &[i32]) -> std::io::Result<()> {
     let mut iov = libc::iovec {
         iov_base: payload.as_ptr() as *mut libc::c_void,
         iov_len: payload.len(),
     };
-    let raw_fd = fd.as_raw_fd();
-    // Room for one cmsghdr and one descriptor, 8-byte aligned.
+    let bytes = (4 * descriptors.len()) as u32;
+    // Room for one cmsghdr and two descriptors, 8-byte aligned.
     let mut ancillary = [0u64; 4];
     // SAFETY: msghdr is plain data; the fields used are set below.
     let mut message: libc::msghdr = unsafe { std::mem::zeroed() };
@@ -97,24 +122,24 @@ fn send(keeper: &Keeper, fd: BorrowedFd<'_>, seconds: u64) -> std::io::Result<i3
     message.msg_iovlen = 1;
     message.msg_control = ancillary.as_mut_ptr().cast();
     // SAFETY: CMSG_SPACE computes a size from a length.
-    message.msg_controllen = unsafe { libc::CMSG_SPACE(4) } as _;
-    // SAFETY: the control buffer holds CMSG_SPACE(4) bytes, room for the header and one int.
+    message.msg_controllen = unsafe { libc::CMSG_SPACE(bytes) } as _;
+    // SAFETY: the control buffer (32 bytes) holds CMSG_SPACE(8) bytes, room for the header and
+    // two ints.
     unsafe {
         let header = libc::CMSG_FIRSTHDR(&message);
         (*header).cmsg_level = libc::SOL_SOCKET;
         (*header).cmsg_type = libc::SCM_RIGHTS;
-        (*header).cmsg_len = libc::CMSG_LEN(4) as _;
-        std::ptr::write_unaligned(libc::CMSG_DATA(header) as *mut i32, raw_fd);
+        (*header).cmsg_len = libc::CMSG_LEN(bytes) as _;
+        let data = libc::CMSG_DATA(header) as *mut i32;
+        for (i, &fd) in descriptors.iter().enumerate() {
+            std::ptr::write_unaligned(data.add(i), fd);
+        }
     }
     // SAFETY: sendmsg reads the message and the buffers it points at.
-    if unsafe { libc::sendmsg(keeper.control.as_raw_fd(), &message, libc::MSG_NOSIGNAL) } < 0 {
+    if unsafe { libc::sendmsg(socket, &message, libc::MSG_NOSIGNAL) } < 0 {
         return Err(std::io::Error::last_os_error());
     }
-    let answer = read_i32(&keeper.control)?;
-    if answer < 0 {
-        return Err(std::io::Error::from_raw_os_error(-answer));
-    }
-    Ok(answer)
+    Ok(())
 }
 
 /// Reads one 4-byte message from the control socket (its receive timeout bounds the wait).
@@ -245,16 +270,74 @@ fn fork_keeper(control: OwnedFd, theirs: OwnedFd) -> std::io::Result<Keeper> {
 /// open returns. A process that is no keeper (the handle names a segment's creator) refuses the
 /// connection at once.
 pub(super) fn release_taken(pid: u32) {
+    if let Ok(socket) = ask(pid, -1, 0, RELEASE_TIMEOUT) {
+        let mut done = [0u8; 1];
+        // SAFETY: recv writes at most one byte into `done`.
+        unsafe { libc::recv(socket.as_raw_fd(), done.as_mut_ptr().cast(), 1, 0) };
+    }
+}
+
+/// Asks keeper `pid` for a duplicate of the descriptor sharing the device memory of the CUDA
+/// segment it holds as descriptor `fd`, whose header carries `token`. `Ok(None)`: the keeper
+/// holds no such segment (its hand-over was taken, or its time is up). Errors: no keeper answers
+/// at `pid` (the process named is gone, or is no keeper), or the answer is malformed.
+pub(super) fn device_descriptor(pid: u32, fd: i32, token: u64) -> std::io::Result<Option<OwnedFd>> {
+    let socket = ask(pid, fd, token, ANSWER_TIMEOUT)?;
+    let mut answer = [0u8; 1];
+    let mut iov = libc::iovec {
+        iov_base: answer.as_mut_ptr().cast(),
+        iov_len: 1,
+    };
+    // Room for one cmsghdr and one descriptor, 8-byte aligned.
+    let mut ancillary = [0u64; 4];
+    // SAFETY: msghdr is plain data; every field used is set below.
+    let mut message: libc::msghdr = unsafe { std::mem::zeroed() };
+    message.msg_iov = &mut iov;
+    message.msg_iovlen = 1;
+    message.msg_control = ancillary.as_mut_ptr().cast();
+    message.msg_controllen = std::mem::size_of_val(&ancillary) as _;
+    // SAFETY: recvmsg writes into the buffers the message points at, within their lengths.
+    let n = unsafe { libc::recvmsg(socket.as_raw_fd(), &mut message, libc::MSG_CMSG_CLOEXEC) };
+    if n < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    let header_len = std::mem::size_of::<libc::cmsghdr>();
+    // SAFETY: the ancillary buffer is 8-byte aligned and larger than a cmsghdr.
+    let header = unsafe { &*(ancillary.as_ptr() as *const libc::cmsghdr) };
+    let has_one = message.msg_controllen as usize >= header_len + 4
+        && header.cmsg_len as u64 == (header_len + 4) as u64
+        && header.cmsg_level == libc::SOL_SOCKET
+        && header.cmsg_type == libc::SCM_RIGHTS;
+    let received = has_one.then(|| {
+        // SAFETY: the descriptor follows the header inside the buffer (checked above); the
+        // kernel installed it for this process and nothing else owns it.
+        unsafe {
+            OwnedFd::from_raw_fd(
+                (ancillary.as_ptr() as *const u8)
+                    .add(header_len)
+                    .cast::<i32>()
+                    .read_unaligned(),
+            )
+        }
+    });
+    match (n, answer[0], received) {
+        (1, 1, Some(fd)) => Ok(Some(fd)),
+        (1, 0, None) => Ok(None),
+        _ => Err(std::io::ErrorKind::InvalidData.into()),
+    }
+}
+
+/// Connects to keeper `pid`'s abstract socket and sends it a request: the device memory of
+/// held descriptor `fd` with `token`, or (`fd` -1) the release of taken hand-overs.
+fn ask(pid: u32, fd: i32, token: u64, timeout: Duration) -> std::io::Result<OwnedFd> {
     // SAFETY: socket takes no pointers.
     let raw = unsafe { libc::socket(libc::AF_UNIX, libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC, 0) };
     if raw < 0 {
-        return;
+        return Err(std::io::Error::last_os_error());
     }
     // SAFETY: a fresh descriptor that nothing else owns.
     let socket = unsafe { OwnedFd::from_raw_fd(raw) };
-    if set_timeouts(&socket, RELEASE_TIMEOUT).is_err() {
-        return;
-    }
+    set_timeouts(&socket, timeout)?;
     let (address, len) = abstract_address(pid);
     // SAFETY: connect reads `len` bytes of the address.
     let connected = unsafe {
@@ -264,12 +347,30 @@ pub(super) fn release_taken(pid: u32) {
             len as libc::socklen_t,
         )
     };
-    if connected == 0 {
-        let mut done = [0u8; 1];
-        // SAFETY: recv writes at most one byte into `done`.
-        unsafe { libc::recv(socket.as_raw_fd(), done.as_mut_ptr().cast(), 1, 0) };
+    if connected != 0 {
+        return Err(std::io::Error::last_os_error());
     }
+    let mut request = [0u8; REQUEST_LEN];
+    request[..4].copy_from_slice(&fd.to_ne_bytes());
+    request[8..].copy_from_slice(&token.to_ne_bytes());
+    // SAFETY: send reads the request's bytes.
+    let sent = unsafe {
+        libc::send(
+            socket.as_raw_fd(),
+            request.as_ptr().cast(),
+            REQUEST_LEN,
+            libc::MSG_NOSIGNAL,
+        )
+    };
+    if sent != REQUEST_LEN as isize {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(socket)
 }
+
+/// A consumer's request to a keeper: a held descriptor's number (`i32`, -1 for none), four
+/// zero bytes and the segment's token (`u64`).
+pub(super) const REQUEST_LEN: usize = 16;
 
 /// The `sockaddr_un` of keeper `pid`'s abstract socket (`"\0dlbridge-keeper-<pid>"`) and its
 /// length, built without allocating.

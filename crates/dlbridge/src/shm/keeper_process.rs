@@ -8,12 +8,17 @@
 //! calls only through [`super::raw`].
 //!
 //! Protocol on the control socket (`SOCK_SEQPACKET`): the keeper first sends its process id
-//! (`u32`). Each hand-over is one message carrying the segment's descriptor (`SCM_RIGHTS`) and
-//! the seconds it may wait for its consumer (`u64`); the keeper answers with the descriptor's
-//! number in the keeper (`i32`), or `-errno`. The keeper closes a descriptor once its segment
-//! has no pending hand-over (read from the segment's header with `pread`) or its time is up: it
-//! checks at least once a second while it holds any, and at once when a consumer connects to
-//! its abstract socket `dlbridge-keeper-<pid>` (see [`super::keeper::release_taken`]). It exits
+//! (`u32`). Each hand-over is one message carrying the segment's descriptor (`SCM_RIGHTS`), then
+//! for a CUDA segment the descriptor sharing its device memory, and the seconds it may wait for
+//! its consumer (`u64`); the keeper answers with the segment descriptor's number in the keeper
+//! (`i32`), or `-errno`. The keeper closes a segment's descriptors once it has no pending
+//! hand-over (read from the segment's header with `pread`) or its time is up: it checks at least
+//! once a second while it holds any, and at once when a consumer connects to its abstract socket
+//! `dlbridge-keeper-<pid>`. A consumer sends one request there
+//! ([`super::keeper::REQUEST_LEN`] bytes): for a held descriptor number and the token its
+//! segment's header carries, the keeper answers `1` with a duplicate of the device memory's
+//! descriptor attached, or `0` if it holds no such CUDA segment; for -1 (a consumer that took a
+//! hand-over, see [`super::keeper::release_taken`]) it releases first, then answers `1`. It exits
 //! when the producer (every copy of the other end of the socket) is gone and it holds nothing.
 
 use super::raw::{run_on_stack, syscall, thread_pointer};
@@ -27,11 +32,15 @@ const CAPACITY: usize = 1 << 16;
 const MAPS_LEN: usize = 16 << 20;
 /// How often (seconds) the keeper checks its descriptors while it holds any.
 const CHECK_SECONDS: u64 = 1;
+/// How long (milliseconds) the keeper waits for a connected consumer's request.
+const REQUEST_MILLISECONDS: i64 = 200;
 
-/// One held descriptor and its deadline (seconds on the monotonic clock).
+/// One held segment: its descriptor, the one sharing its device memory (-1 for host segments),
+/// and its deadline (seconds on the monotonic clock).
 #[repr(C)]
 struct Slot {
     fd: i32,
+    device: i32,
     deadline: u64,
 }
 
@@ -119,8 +128,10 @@ fn now() -> u64 {
 
 /// Closes descriptor `fd`.
 fn close(fd: i32) {
-    // SAFETY: closing a descriptor number; no pointers.
-    unsafe { syscall(libc::SYS_close, [fd as usize, 0, 0, 0, 0, 0]) };
+    if fd >= 0 {
+        // SAFETY: closing a descriptor number; no pointers.
+        unsafe { syscall(libc::SYS_close, [fd as usize, 0, 0, 0, 0, 0]) };
+    }
 }
 
 /// Sends `bytes` on socket `fd` without waiting and without SIGPIPE.
@@ -193,15 +204,22 @@ extern "C" fn keep(control: usize, stack: usize, thread: usize) -> ! {
         };
         if ready > 0 && polled[0].revents != 0 {
             match receive(control) {
-                Received::Descriptor(fd, seconds) if held < CAPACITY => {
+                Received::Descriptor(fd, device, seconds) if held < CAPACITY => {
                     let deadline = now().saturating_add(seconds);
                     // SAFETY: slot `held` lies inside the table (held < CAPACITY).
-                    unsafe { table.add(held).write(Slot { fd, deadline }) };
+                    unsafe {
+                        table.add(held).write(Slot {
+                            fd,
+                            device,
+                            deadline,
+                        })
+                    };
                     held += 1;
                     send(control, &fd.to_ne_bytes());
                 }
-                Received::Descriptor(fd, _) => {
+                Received::Descriptor(fd, device, _) => {
                     close(fd);
+                    close(device);
                     send(control, &(-libc::EMFILE).to_ne_bytes());
                 }
                 Received::Malformed => send(control, &(-libc::EINVAL).to_ne_bytes()),
@@ -461,9 +479,10 @@ fn listen(pid: u32) -> i32 {
     }
 }
 
-/// Answers every waiting consumer: after accepting each, releases the descriptors whose
-/// hand-overs were taken (that consumer's included, since it took its hand-over before it
-/// connected), then answers it.
+/// Answers every waiting consumer. A request for a CUDA segment's device memory gets its
+/// descriptor (before anything is released: the consumer takes its hand-over after). Any other
+/// connection comes from a consumer that took a hand-over: the descriptors whose hand-overs were
+/// taken are released (that consumer's included), then it is answered.
 fn answer_consumers(listener: i32, table: *mut Slot, held: &mut usize) {
     loop {
         // SAFETY: accept4 with no peer address.
@@ -476,18 +495,145 @@ fn answer_consumers(listener: i32, table: *mut Slot, held: &mut usize) {
         if conn < 0 {
             return;
         }
-        // SAFETY: the first `held` slots are initialised and inside the table.
-        *held = unsafe { release(table, *held) };
-        send(conn as i32, &[1]);
-        close(conn as i32);
+        let conn = conn as i32;
+        match read_request(conn) {
+            Some((fd, token)) if fd >= 0 => {
+                // SAFETY: the first `held` slots are initialised and inside the table.
+                let device = unsafe { device_of(table, *held, fd, token) };
+                if device >= 0 {
+                    send_descriptor(conn, device);
+                } else {
+                    send(conn, &[0]);
+                }
+            }
+            _ => {
+                // SAFETY: the first `held` slots are initialised and inside the table.
+                *held = unsafe { release(table, *held) };
+                send(conn, &[1]);
+            }
+        }
+        close(conn);
     }
+}
+
+/// Sends the byte `1` on socket `conn` with a duplicate of descriptor `fd` attached
+/// (`SCM_RIGHTS`), without waiting and without SIGPIPE.
+fn send_descriptor(conn: i32, fd: i32) {
+    let answer = [1u8];
+    let mut iov = libc::iovec {
+        iov_base: answer.as_ptr() as *mut libc::c_void,
+        iov_len: 1,
+    };
+    // Room for one `cmsghdr` (16 bytes on 64-bit Linux) and one descriptor, 8-byte aligned.
+    let mut ancillary = [0u64; 3];
+    let header_len = std::mem::size_of::<libc::cmsghdr>();
+    // SAFETY: cmsghdr is plain data; written at the start of the 8-byte aligned buffer, which
+    // holds it and the descriptor after it.
+    unsafe {
+        let mut header: libc::cmsghdr = std::mem::zeroed();
+        header.cmsg_len = (header_len + 4) as _;
+        header.cmsg_level = libc::SOL_SOCKET;
+        header.cmsg_type = libc::SCM_RIGHTS;
+        (ancillary.as_mut_ptr() as *mut libc::cmsghdr).write(header);
+        (ancillary.as_mut_ptr() as *mut u8)
+            .add(header_len)
+            .cast::<i32>()
+            .write(fd);
+    }
+    // SAFETY: msghdr is plain data; every field used is set below.
+    let mut message: libc::msghdr = unsafe { std::mem::zeroed() };
+    message.msg_iov = &mut iov;
+    message.msg_iovlen = 1;
+    message.msg_control = ancillary.as_mut_ptr().cast();
+    message.msg_controllen = (header_len + 8) as _;
+    let flags = (libc::MSG_NOSIGNAL | libc::MSG_DONTWAIT) as usize;
+    // SAFETY: sendmsg reads the message and the buffers it points at.
+    unsafe {
+        syscall(
+            libc::SYS_sendmsg,
+            [
+                conn as usize,
+                &message as *const libc::msghdr as usize,
+                flags,
+                0,
+                0,
+                0,
+            ],
+        )
+    };
+}
+
+/// Reads a consumer's request from `conn`, waiting for it briefly: the held descriptor it names
+/// and the token, or None (no request, or a malformed one).
+fn read_request(conn: i32) -> Option<(i32, u64)> {
+    let mut polled = [libc::pollfd {
+        fd: conn,
+        events: libc::POLLIN,
+        revents: 0,
+    }];
+    let timeout = [0i64, REQUEST_MILLISECONDS * 1_000_000];
+    // SAFETY: ppoll reads and writes one pollfd and reads the timespec; no signal mask.
+    let ready = unsafe {
+        syscall(
+            libc::SYS_ppoll,
+            [
+                polled.as_mut_ptr() as usize,
+                1,
+                timeout.as_ptr() as usize,
+                0,
+                8,
+                0,
+            ],
+        )
+    };
+    if ready <= 0 {
+        return None;
+    }
+    let mut request = [0u8; super::keeper::REQUEST_LEN];
+    // SAFETY: recvfrom writes at most REQUEST_LEN bytes into the buffer; no address.
+    let n = unsafe {
+        syscall(
+            libc::SYS_recvfrom,
+            [
+                conn as usize,
+                request.as_mut_ptr() as usize,
+                request.len(),
+                libc::MSG_DONTWAIT as usize,
+                0,
+                0,
+            ],
+        )
+    };
+    if n != request.len() as isize {
+        return None;
+    }
+    let fd = i32::from_ne_bytes(request[..4].try_into().expect("4 bytes"));
+    let token = u64::from_ne_bytes(request[8..].try_into().expect("8 bytes"));
+    Some((fd, token))
+}
+
+/// The device memory descriptor of the held CUDA segment whose descriptor is `fd` and whose
+/// header carries `token` (read with `pread`, so a number reused for another segment is never
+/// answered for), or -1.
+///
+/// # Safety
+/// The first `held` slots of `table` are initialised.
+unsafe fn device_of(table: *mut Slot, held: usize, fd: i32, token: u64) -> i32 {
+    for i in 0..held {
+        // SAFETY: `i < held`, an initialised slot (the function's contract).
+        let slot = unsafe { &*table.add(i) };
+        if slot.fd == fd && slot.device >= 0 && read_u64(fd, super::TOKEN_AT) == Some(token) {
+            return slot.device;
+        }
+    }
+    -1
 }
 
 /// Message received on the control socket.
 enum Received {
-    /// A descriptor to hold, and the seconds it may wait.
-    Descriptor(i32, u64),
-    /// A message without exactly one descriptor and its seconds.
+    /// A segment's descriptor to hold, its device memory's (or -1), and the seconds it may wait.
+    Descriptor(i32, i32, u64),
+    /// A message without one or two descriptors and its seconds.
     Malformed,
     /// Nothing (interrupted).
     Nothing,
@@ -498,7 +644,7 @@ enum Received {
 /// Receives one message from the control socket.
 fn receive(control: i32) -> Received {
     let mut seconds = [0u8; 8];
-    // Room for one `cmsghdr` (16 bytes on 64-bit Linux) and one descriptor, 8-byte aligned.
+    // Room for one `cmsghdr` (16 bytes on 64-bit Linux) and two descriptors, 8-byte aligned.
     let mut ancillary = [0u64; 4];
     let mut iov = libc::iovec {
         iov_base: seconds.as_mut_ptr().cast(),
@@ -537,25 +683,30 @@ fn receive(control: i32) -> Received {
     let header_len = std::mem::size_of::<libc::cmsghdr>();
     // SAFETY: the ancillary buffer is 8-byte aligned and larger than a cmsghdr.
     let header = unsafe { &*(ancillary.as_ptr() as *const libc::cmsghdr) };
-    let has_one = message.msg_controllen as usize >= header_len + 4
-        && header.cmsg_len as u64 == (header_len + 4) as u64
-        && header.cmsg_level == libc::SOL_SOCKET
-        && header.cmsg_type == libc::SCM_RIGHTS;
-    if !has_one {
+    let rights = header.cmsg_level == libc::SOL_SOCKET && header.cmsg_type == libc::SCM_RIGHTS;
+    let count = match (header.cmsg_len as u64).saturating_sub(header_len as u64) {
+        4 => 1,
+        8 => 2,
+        _ => 0,
+    };
+    if !rights || count == 0 || (message.msg_controllen as usize) < header_len + 4 * count {
         return Received::Malformed;
     }
-    // SAFETY: the descriptor follows the header inside the buffer (checked above).
-    let fd = unsafe {
+    // SAFETY: the descriptors follow the header inside the buffer (checked above).
+    let descriptor = |i: usize| unsafe {
         (ancillary.as_ptr() as *const u8)
-            .add(header_len)
+            .add(header_len + 4 * i)
             .cast::<i32>()
             .read()
     };
+    let fd = descriptor(0);
+    let device = if count == 2 { descriptor(1) } else { -1 };
     if n != 8 {
         close(fd);
+        close(device);
         return Received::Malformed;
     }
-    Received::Descriptor(fd, u64::from_ne_bytes(seconds))
+    Received::Descriptor(fd, device, u64::from_ne_bytes(seconds))
 }
 
 /// Closes the held descriptors whose segment has no pending hand-over (or cannot be read) or
@@ -575,6 +726,7 @@ unsafe fn release(table: *mut Slot, held: usize) -> usize {
             continue;
         }
         close(slot.fd);
+        close(slot.device);
         held -= 1;
         // SAFETY: both slots are initialised and inside the table.
         unsafe { table.add(i).write(table.add(held).read()) };
@@ -586,19 +738,30 @@ unsafe fn release(table: *mut Slot, held: usize) -> usize {
 /// `pread`: the size is sealed, so this never faults; a short read counts as none).
 fn pending(fd: i32) -> bool {
     let mut count = [0u8; 4];
-    // SAFETY: pread writes at most 4 bytes into the 4-byte buffer.
+    read_at(fd, super::HANDOFFS_AT, &mut count) && u32::from_ne_bytes(count) > 0
+}
+
+/// The `u64` at byte `at` of the segment behind `fd`, read with `pread`.
+fn read_u64(fd: i32, at: usize) -> Option<u64> {
+    let mut bytes = [0u8; 8];
+    read_at(fd, at, &mut bytes).then(|| u64::from_ne_bytes(bytes))
+}
+
+/// Fills `bytes` from byte `at` of the file behind `fd` with `pread`; false on a short read.
+fn read_at(fd: i32, at: usize, bytes: &mut [u8]) -> bool {
+    // SAFETY: pread writes at most `bytes.len()` bytes into `bytes`.
     let n = unsafe {
         syscall(
             libc::SYS_pread64,
             [
                 fd as usize,
-                count.as_mut_ptr() as usize,
-                4,
-                super::HANDOFFS_AT,
+                bytes.as_mut_ptr() as usize,
+                bytes.len(),
+                at,
                 0,
                 0,
             ],
         )
     };
-    n == 4 && u32::from_ne_bytes(count) > 0
+    n == bytes.len() as isize
 }

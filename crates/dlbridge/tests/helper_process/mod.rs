@@ -21,10 +21,14 @@ impl Helper {
     /// Starts `helper` (see [`helper_command`]) and waits for the first line it prints that
     /// starts with `prefix`; returns the process and the rest of that line.
     pub fn spawn_printing(helper: &str, var: &str, value: &str, prefix: &str) -> (Helper, String) {
-        let mut child = helper_command(helper, var, value)
-            .stdout(Stdio::piped())
-            .spawn()
-            .unwrap();
+        Helper::spawn_printing_with(helper_command(helper, var, value), prefix)
+    }
+
+    /// Starts `command` (a [`helper_command`], perhaps with more set) and waits for the first
+    /// line it prints that starts with `prefix`; returns the process and the rest of that line.
+    pub fn spawn_printing_with(mut command: Command, prefix: &str) -> (Helper, String) {
+        let helper = format!("{command:?}");
+        let mut child = command.stdout(Stdio::piped()).spawn().unwrap();
         let stdout = BufReader::new(child.stdout.take().unwrap());
         let process = Helper(child);
         let line = stdout

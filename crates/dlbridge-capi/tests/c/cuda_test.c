@@ -1,8 +1,13 @@
 /*
- * Stream order through the C ABI against the stand-in CUDA driver (tests/fake-cuda/libcuda.c),
- * built and run by scripts/test/capi.sh: the stand-in is loaded first, so it is the driver
- * libdlbridge finds. A producer marks a tensor ready on its stream through one handle, a consumer
- * orders its own stream through a clone, and the last handle gives the event and the context back.
+ * The C ABI's CUDA paths against the stand-in CUDA driver (tests/fake-cuda/libcuda.c), built and
+ * run by scripts/test/capi.sh: the stand-in is loaded first, so it is the driver libdlbridge
+ * finds.
+ * - Stream order: a producer marks a tensor ready on its stream through one handle, a consumer
+ *   orders its own stream through a clone, and the last handle gives the event and the context
+ *   back.
+ * - Shared device memory: a CUDA tensor exported with dlb_shm_export is opened by a forked
+ *   process with dlb_shm_open, which maps the same device memory (the stand-in's is host memory,
+ *   so both sides can read and write it here).
  *
  * Prints "N passed, M failed" last; exits nonzero on any failure.
  */
@@ -13,6 +18,8 @@
 
 #include <dlfcn.h>
 #include <stdint.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -47,6 +54,7 @@ static void (*clear_log)(void);
 static int (*live_events)(void);
 static int (*retained_contexts)(void);
 static void (*fail_next)(const char *, int);
+static int (*live_allocations)(void);
 
 static void load_driver(const char *path) {
     void *handle = dlopen(path, RTLD_NOW | RTLD_GLOBAL);
@@ -65,6 +73,7 @@ static void load_driver(const char *path) {
     LOOK_UP(live_events, "fake_cuda_live_events");
     LOOK_UP(retained_contexts, "fake_cuda_retained_contexts");
     LOOK_UP(fail_next, "fake_cuda_fail_next");
+    LOOK_UP(live_allocations, "fake_cuda_live_allocations");
 #undef LOOK_UP
 }
 
@@ -73,6 +82,54 @@ static int released;
 static void count_release(void *ctx) {
     (void)ctx;
     released++;
+}
+
+/* The first `n` floats of a tensor's memory (the stand-in's device memory is the host's). */
+static float *floats_of(const dlb_tensor *t) {
+    void *data = NULL;
+    return dlb_tensor_data(t, &data) == DLB_OK ? data : NULL;
+}
+
+/* A forked consumer opens the handle, checks the values and writes one; exits 0 if all held. */
+static int consume(const char *handle) {
+    dlb_tensor *opened = NULL;
+    if (dlb_shm_open(handle, 1, &opened) != DLB_OK) {
+        fprintf(stderr, "consumer: %s\n", dlb_last_error());
+        return 1;
+    }
+    dlb_tensor_desc desc;
+    int ok = dlb_tensor_info(opened, &desc) == DLB_OK && desc.device.device_type == kDLCUDA &&
+             desc.device.device_id == 0 && desc.ndim == 2 && desc.shape[0] == 2 &&
+             desc.shape[1] == 3;
+    float *data = floats_of(opened);
+    for (int i = 0; ok && i < 6; i++) ok = data[i] == (float)i;
+    if (ok) data[1] = -1.0f;
+    dlb_tensor_free(opened);
+    return ok && live_allocations() == 0 ? 0 : 1;
+}
+
+static void shared_device_memory(void) {
+    float values[6] = {0, 1, 2, 3, 4, 5};
+    int64_t shape[2] = {2, 3};
+    const dlb_dtype f32 = {kDLFloat, 32, 1};
+    const dlb_device cuda0 = {kDLCUDA, 0};
+    dlb_tensor *t = NULL, *mine = NULL, *none = NULL;
+    char handle[DLB_SHM_HANDLE_CAPACITY];
+    CHECK_STATUS(dlb_tensor_from_memory(values, 2, shape, NULL, f32, cuda0, 0, NULL, NULL, &t),
+                 DLB_OK);
+    CHECK_STATUS(dlb_shm_export(t, handle, sizeof handle, &mine), DLB_OK);
+    CHECK(floats_of(mine) != values && floats_of(mine)[5] == 5.0f);
+    fflush(NULL);
+    pid_t child = fork();
+    if (child == 0) _exit(consume(handle));
+    int status = -1;
+    CHECK(waitpid(child, &status, 0) == child && WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    CHECK(floats_of(mine)[1] == -1.0f); /* the consumer wrote the same device memory */
+    CHECK_STATUS(dlb_shm_open(handle, 0, &none), DLB_ERR_SHM_NOT_FOUND); /* opens once */
+    CHECK(none == NULL);
+    dlb_tensor_free(mine);
+    dlb_tensor_free(t);
+    CHECK(live_allocations() == 0 && retained_contexts() == 0);
 }
 
 int main(int argc, char **argv) {
@@ -121,6 +178,8 @@ int main(int argc, char **argv) {
     CHECK(live_events() == 1 && released == 0); /* the clone keeps tensor and mark */
     dlb_tensor_free(clone);
     CHECK(live_events() == 0 && retained_contexts() == 0 && released == 1);
+
+    shared_device_memory();
 
     printf("%d passed, %d failed\n", passed, failed);
     return failed == 0 ? 0 : 1;
