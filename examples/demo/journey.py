@@ -7,8 +7,11 @@ pages by the segment's handle. Every hop prints its
 runtime, the address it sees, whether it copied, and a checksum, then adds 1 to one element so
 that the next hops (and torch at the end) can see it was really there.
 
+Where a CUDA GPU is visible, a GPU leg follows (gpu_leg.py): torch on the GPU -> the Rust
+extension's kernel -> another process. Elsewhere the demo says it skipped that leg.
+
 Run through `./just demo`, which builds everything and sets DLBRIDGE_DEMO_NODE, _JULIA and
-_MOJO to the commands that run each hop.
+_MOJO to the commands that run each hop (and builds the CUDA extension where a GPU is visible).
 """
 
 import json
@@ -22,21 +25,13 @@ import torch
 
 import dlbridge
 from dlbridge import julia as jl
+from gpu_leg import gpu_leg
+from rows import checksum, row
 
 SHAPE = (4, 6)
 # In the embedded Julia: the address of element 0 and the checksum. Julia sees the row-major
 # tensor with its dimensions reversed, so its column-major `vec` is numpy's row-major order.
 JULIA_HOP = "x -> (Int(pointer(x)), sum(Float64.(vec(x)) .* (1:length(x))))"
-
-
-def checksum(values) -> float:
-    """Sum of the elements in row-major order, each weighted by its position (reorderings show)."""
-    flat = np.asarray(values, dtype=np.float64).reshape(-1)
-    return float((flat * np.arange(1, flat.size + 1)).sum())
-
-
-def row(runtime: str, where: str, address: int, copied: bool, total: float) -> None:
-    print(f"  {runtime:<7} {where:<24} 0x{address:012x}  copied={'yes' if copied else 'no ':<3}  checksum={total:8.1f}")
 
 
 def hop(runtime: str, command: str, handle: str, mark: int) -> dict:
@@ -95,7 +90,8 @@ def main() -> None:
     except FileNotFoundError:
         gone = True
     print(f"  last owner gone: segment {handle} freed: {'yes' if gone else 'NO'}")
-    if not (same and released == 0 and gone and marks[1:4] == [1.0, 1.0, 1.0]):
+    gpu = gpu_leg()
+    if not (same and released == 0 and gone and marks[1:4] == [1.0, 1.0, 1.0] and gpu):
         sys.exit(1)
 
 
