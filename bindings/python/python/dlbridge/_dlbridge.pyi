@@ -125,14 +125,18 @@ def to_shared(x: _SupportsDLPack | CapsuleType) -> str:
     and return its handle. This process keeps no reference: the segment passes to the next
     ``from_shared(handle)``, so the caller may send the handle and exit (this process's keeper
     holds it for at most ``DLBRIDGE_SHM_HANDOFF_SECONDS``, default 600). The handle opens once.
-    OSError if no keeper can hold it; MemoryError for a size the system cannot back."""
+    A CUDA tensor is copied once on its device, after its producer's work, into device memory the
+    consumer maps without a copy. OSError if no keeper can hold it; MemoryError for a size the
+    system cannot back; BufferError for other devices, or a CUDA tensor with broadcast or
+    negative strides."""
 
 def from_shared(handle: str, *, writable: bool = False) -> Tensor:
     """Map a shared-memory segment without copying. ``writable=False`` gives a read-only tensor
-    over copy-on-write pages (a consumer that writes anyway changes only its own copy).
+    over copy-on-write pages (a consumer that writes anyway changes only its own copy). A CUDA
+    segment gives a CUDA tensor over the same device memory, on the device with its UUID.
     FileNotFoundError for a handle with no segment (or a hand-over already taken), ValueError
-    for a malformed handle or an invalid segment, OSError at once for a segment under a file
-    lease. Releases the GIL while it opens."""
+    for a malformed handle or an invalid segment (or a CUDA device this process does not see),
+    OSError at once for a segment under a file lease. Releases the GIL while it opens."""
 
 def shm_sweep() -> int:
     """Remove the named segments earlier dlbridge versions left in /dev/shm that no live process
