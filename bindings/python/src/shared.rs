@@ -9,6 +9,7 @@
 //! opens the handle. A CUDA tensor travels the same way, in device memory another process maps.
 
 use dlbridge::shm::{self, Access};
+use dlbridge::TensorView;
 use pyo3::prelude::*;
 use pyo3::types::{PyString, PyTuple};
 
@@ -76,10 +77,29 @@ pub(crate) fn to_shared<'py>(x: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyStr
         // Copying reads the memory on the host: managed memory first waits for the producer.
         wait_for_host_read(tensor)?;
     }
-    let shared = shm::export(&tensor.view()).map_err(to_py_err)?;
+    // The copy (for CUDA, the allocation and the wait for the device) runs without the GIL: other
+    // threads run meanwhile, and pending work that waits on a Python host callback can finish.
+    let view = DetachedView(tensor.view());
+    let shared = py
+        .detach(move || shm::export(&view.into_inner()))
+        .map_err(to_py_err)?;
     // Handing over waits for the keeper's answer: other threads run meanwhile.
     let handle = py.detach(|| shared.handoff()).map_err(to_py_err)?;
     Ok(PyString::new(py, &handle))
+}
+
+/// A tensor's view taken into a section that runs without the GIL.
+struct DetachedView<'a>(TensorView<'a>);
+
+// SAFETY: the view points at memory and dims that the tensor object it came from keeps alive;
+// the caller holds that object for the whole section, and the section touches no Python object.
+unsafe impl Send for DetachedView<'_> {}
+
+impl<'a> DetachedView<'a> {
+    /// The view, inside the section (a method, so that the closure takes the whole wrapper).
+    fn into_inner(self) -> TensorView<'a> {
+        self.0
+    }
 }
 
 /// Maps the shared-memory segment named `handle` without copying. `writable=False` gives a
@@ -88,8 +108,9 @@ pub(crate) fn to_shared<'py>(x: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyStr
 /// segment. The tensor holds this process's reference. A `to_shared` handle opens once.
 ///
 /// A CUDA segment's tensor is on the same device (numbered as this process numbers it, found by
-/// its UUID), over the same device memory; `writable=False` maps it read-only for this process's
-/// kernels. Opening one loads the CUDA driver if the process has not.
+/// its UUID), over the same device memory; `writable=False` flags it read-only (the memory is
+/// mapped writable all the same: a device write through a read-only mapping is a fatal fault).
+/// Opening one loads the CUDA driver if the process has not.
 ///
 /// Raises FileNotFoundError for a handle with no segment (never created, released by every side,
 /// its holding process exited, or its hand-over already taken), ValueError for a malformed handle

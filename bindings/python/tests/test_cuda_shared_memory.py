@@ -1,10 +1,12 @@
 """CUDA tensors across processes on a real GPU: torch, cupy and jax producers hand a tensor over
-with `to_shared` (torch's with its last write still queued behind a long kernel) and exit; a
-consumer process maps the same device memory with `from_shared` and reads, and writes, it through
-torch; a killed consumer and an exited producer leave no device memory behind. Runs wherever torch
-sees a CUDA device; elsewhere every test skips with that reason.
+with `to_shared` (torch's with its last write still queued behind a long kernel on a side stream)
+and exit; a consumer process maps the same device memory with `from_shared` and reads, and
+writes, it through torch; strided layouts arrive with their values; freeing a tensor while a
+kernel still reads it is safe; a killed consumer and an exited producer leave no device memory
+behind. Runs wherever torch sees a CUDA device; elsewhere every test skips with that reason.
 (test_shared_memory_cuda_driver.py checks the same paths' driver calls on any machine.)"""
 
+import os
 import signal
 import subprocess
 import sys
@@ -12,6 +14,9 @@ import textwrap
 import time
 
 import pytest
+
+# jax takes 75 % of the GPU's memory at its first use unless told otherwise (children inherit it).
+os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
 
 torch = pytest.importorskip("torch")
 
@@ -28,8 +33,11 @@ PRODUCERS = {
         import torch
         x = torch.zeros(1 << 20, device="cuda")
         torch.cuda.synchronize()
+        side = torch.cuda.Stream()              # non-blocking: the legacy stream does not wait
+        torch.cuda.set_stream(side)
         torch.cuda._sleep(1_500_000_000)        # the fill below is still queued at to_shared
         x.fill_(1.0)
+        assert not side.query()
         """,
     "cupy": """
         import cupy
@@ -42,9 +50,21 @@ PRODUCERS = {
 }
 
 
+def usable(producer):
+    """Skips unless `producer` is installed and sees a GPU."""
+    module = pytest.importorskip(producer)
+    if producer == "jax":
+        try:
+            module.devices("gpu")
+        except RuntimeError as err:
+            pytest.skip(f"jax {module.__version__} sees no GPU: {err}")
+    if producer == "cupy" and module.cuda.runtime.getDeviceCount() == 0:
+        pytest.skip(f"cupy {module.__version__} sees no GPU")
+
+
 def handed_over(producer):
     """A producer process makes `x`, hands it over and exits; returns the handle."""
-    pytest.importorskip(producer)
+    usable(producer)
     code = textwrap.dedent(PRODUCERS[producer]) + "import dlbridge\nprint(dlbridge.to_shared(x))\n"
     return run_python(code, timeout=120)
 
@@ -91,7 +111,9 @@ def test_a_killed_consumer_and_an_exited_producer_leave_no_device_memory():
         stdout=subprocess.PIPE, text=True,
     )
     try:
-        assert float(consumer.stdout.readline()) == size // 4
+        said = consumer.stdout.readline()
+        assert said, f"the consumer died before it opened the handle (status {consumer.poll()})"
+        assert float(said) == size // 4
     finally:
         consumer.send_signal(signal.SIGKILL)
         consumer.wait()
@@ -99,3 +121,31 @@ def test_a_killed_consumer_and_an_exited_producer_leave_no_device_memory():
     while free_after_collection() < before - (64 << 20) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert free_after_collection() >= before - (64 << 20), "the gigabyte went with its last holder"
+
+
+def test_freeing_a_tensor_while_a_kernel_reads_it_is_safe():
+    handle = handed_over("torch")
+    t = dlbridge.from_shared(handle, writable=True)
+    y = torch.from_dlpack(t)
+    torch.cuda._sleep(500_000_000)   # the product below is still queued when y and t go
+    z = y * 2
+    del y, t                         # unmaps the memory: only after the device is done with it
+    assert z.sum().item() == 2 << 20
+
+
+LAYOUTS = {
+    "every other column": lambda a: a[:, ::2],
+    "a transposed block": lambda a: a.t()[:, :5],
+    "the first three of each row": lambda a: a[..., :3],
+    "a size-1 axis inserted": lambda a: a[:, :8][:, None, :],
+}
+
+
+@pytest.mark.parametrize("layout", sorted(LAYOUTS))
+def test_strided_layouts_arrive_with_their_values(layout):
+    x = LAYOUTS[layout](torch.arange(64 * 32, dtype=torch.float32, device="cuda").reshape(64, 32))
+    code = "import sys, torch, dlbridge\n" \
+        "y = torch.from_dlpack(dlbridge.from_shared(sys.argv[1]))\n" \
+        "print(y.cpu().tolist())\n"
+    said = run_python(code, dlbridge.to_shared(x), timeout=120)
+    assert said == str(x.cpu().tolist())

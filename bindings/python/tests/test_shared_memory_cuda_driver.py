@@ -79,15 +79,17 @@ def test_a_cuda_tensor_reaches_another_process_in_device_memory_it_maps(fake_dri
     assert said.startswith("host refused:"), said
 
 
-def test_a_read_only_open_maps_the_memory_read_only_on_the_device_numbered_by_uuid(fake_driver):
+def test_a_read_only_open_is_flagged_read_only_on_the_device_numbered_by_uuid(fake_driver):
     handle = shared_handle(fake_driver)
     in_child(
         fake_driver,
         f"""
         t = dlbridge.from_shared({handle!r})
         assert t.__dlpack_device__() == (2, 1), "device 0 of the producer is this process's 1"
+        assert t.readonly
         assert values(t, 6) == ([0.0, 1.0, 2.0, 3.0, 4.0, 5.0], True)
-        assert "cuMemSetAccess device=1 flags=1" in calls()
+        # Mapped read-write: a consumer ignoring the flag must not take a fatal device fault.
+        assert "cuMemSetAccess device=1 flags=3" in calls()
         """,
         FAKE_CUDA_DEVICE_ORDER="reversed",
     )

@@ -786,8 +786,9 @@ int dlb_shm_export(const struct dlb_tensor *t,
  * segment opens once; opening never waits (a segment under a file lease is DLB_ERR_SHM_IO).
  *
  * A CUDA segment's tensor is on the same device, numbered as this process numbers it (found by
- * its UUID), over the same device memory, mapped read-only for this process's kernels when
- * `writable` is 0; the CUDA driver is loaded if the process has not. A device this process does
+ * its UUID), over the same device memory, flagged DLB_FLAG_READ_ONLY when `writable` is 0 (the
+ * memory is mapped writable all the same: a device write through a read-only mapping is a fatal
+ * fault); the CUDA driver is loaded if the process has not. A device this process does
  * not see, or no driver, is DLB_ERR_SHM_INVALID and leaves the hand-over for another consumer.
  *
  * Errors: DLB_ERR_UNKNOWN_NAME (not a handle), DLB_ERR_SHM_NOT_FOUND, DLB_ERR_SHM_INVALID,

@@ -112,8 +112,9 @@ const LOCATION_DEVICE: c_int = 1;
 const ALLOCATION_PINNED: c_int = 1;
 /// `CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR`: an allocation shareable as a file descriptor.
 const HANDLE_POSIX_FD: c_uint = 1;
-/// `CU_MEM_ACCESS_FLAGS_PROT_READ` and `CU_MEM_ACCESS_FLAGS_PROT_READWRITE`.
-const ACCESS_READ: c_int = 1;
+/// `CU_MEM_ACCESS_FLAGS_PROT_READWRITE`. Mappings are never made read-only for the device: a
+/// consumer that ignores a tensor's READ_ONLY flag and writes would take a fatal fault, where on
+/// the host it writes a private copy of the page.
 const ACCESS_READ_WRITE: c_int = 3;
 /// `CU_MEMORYTYPE_DEVICE`.
 const MEMORY_DEVICE: c_uint = 2;
@@ -623,21 +624,35 @@ impl SharedAllocation {
                 check(driver, "cuMemCreate", unsafe {
                     (memory.create)(&mut allocation, size, &prop, 0)
                 })?;
-                let shared = map_allocation(driver, memory, &context, allocation, size, true)
-                    .and_then(|address| {
+                let shared = map_allocation(driver, memory, &context, allocation, size).and_then(
+                    |address| {
                         let mut fd: c_int = -1;
                         // SAFETY: the descriptor (an int) is written to a live local; the
                         // allocation is live.
-                        check(driver, "cuMemExportToShareableHandle", unsafe {
+                        let exported = check(driver, "cuMemExportToShareableHandle", unsafe {
                             (memory.export)(
                                 (&mut fd as *mut c_int).cast(),
                                 allocation,
                                 HANDLE_POSIX_FD,
                                 0,
                             )
-                        })
-                        .map(|()| (address, fd))
-                    });
+                        });
+                        if let Err(e) = exported {
+                            // SAFETY: the range mapped above, which nothing uses yet: the memory
+                            // goes with the mapping and the handle (released below).
+                            unsafe {
+                                (memory.unmap)(address, size);
+                                (memory.address_free)(address, size);
+                            }
+                            return Err(e);
+                        }
+                        // The driver's flags for the descriptor are its own: a child this
+                        // process executes must not inherit (and keep) the memory.
+                        // SAFETY: sets a flag of the descriptor the driver just returned.
+                        unsafe { libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC) };
+                        Ok((address, fd))
+                    },
+                );
                 // SAFETY: the handle made above, released once: a mapping keeps the memory.
                 unsafe { (memory.release)(allocation) };
                 let (address, fd) = shared?;
@@ -657,13 +672,11 @@ impl SharedAllocation {
             })
     }
 
-    /// Maps the `size` bytes of the allocation that `fd` shares on device `ordinal`, writable or
-    /// read-only for this process's kernels.
+    /// Maps the `size` bytes of the allocation that `fd` shares on device `ordinal`, read-write.
     pub(crate) fn import(
         ordinal: i32,
         fd: BorrowedFd<'_>,
         size: usize,
-        writable: bool,
     ) -> Result<SharedAllocation> {
         let (driver, memory) = memory_api()?;
         let context = PrimaryContext::retain(ordinal)?;
@@ -678,7 +691,7 @@ impl SharedAllocation {
                     HANDLE_POSIX_FD,
                 )
             })?;
-            let address = map_allocation(driver, memory, &context, allocation, size, writable);
+            let address = map_allocation(driver, memory, &context, allocation, size);
             // SAFETY: the handle imported above, released once: the mapping keeps the memory.
             unsafe { (memory.release)(allocation) };
             address
@@ -710,9 +723,15 @@ impl SharedAllocation {
 impl Drop for SharedAllocation {
     fn drop(&mut self) {
         let memory = self.memory;
-        let _ = self.context.with_current(|_| {
-            // SAFETY: the range mapped by `create`/`import`, unmapped and freed once; nothing
-            // reads it any more (the tensors over it hold this value alive).
+        let _ = self.context.with_current(|calls| {
+            // Unmapping does not wait for work queued on the range, as cudaFree does: a consumer
+            // frees its tensor (torch runs the deleter when the storage goes, not in stream
+            // order) while a kernel may still read it. Wait for the device first; a failure
+            // (a context already broken) leaves the unmap to go ahead.
+            let _ = calls.context_synchronize();
+            // SAFETY: the range mapped by `create`/`import`, unmapped and freed once; no work
+            // reads it any more (the tensors over it held this value alive until now, and the
+            // device has finished what they queued).
             unsafe {
                 (memory.unmap)(self.address, self.size);
                 (memory.address_free)(self.address, self.size);
@@ -723,15 +742,14 @@ impl Drop for SharedAllocation {
 }
 
 /// Reserves `size` bytes of device addresses, maps `allocation` there and grants device
-/// `context.device` access (read-write or read-only); returns the address. Undoes what it did
-/// on failure. The caller releases its handle to `allocation`.
+/// `context.device` read-write access; returns the address. Undoes what it did on failure. The
+/// caller releases its handle to `allocation`.
 fn map_allocation(
     driver: &'static Driver,
     memory: &'static MemoryApi,
     context: &PrimaryContext,
     allocation: u64,
     size: usize,
-    writable: bool,
 ) -> Result<u64> {
     let mut address = 0u64;
     // SAFETY: one address written to a live local; freed below on failure or by the
@@ -748,11 +766,7 @@ fn map_allocation(
             kind: LOCATION_DEVICE,
             id: context.device,
         },
-        flags: if writable {
-            ACCESS_READ_WRITE
-        } else {
-            ACCESS_READ
-        },
+        flags: ACCESS_READ_WRITE,
     };
     let granted = mapped.and_then(|()| {
         // SAFETY: one access descriptor for the range mapped above.

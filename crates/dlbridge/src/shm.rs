@@ -98,7 +98,10 @@ pub enum Access {
     /// The tensor is flagged READ_ONLY and its data pages are mapped copy-on-write
     /// (`MAP_PRIVATE`): a consumer that writes anyway (ignoring the flag) neither crashes nor
     /// changes the segment — its writes land in private copies of the pages it wrote, which from
-    /// then on no longer follow the segment.
+    /// then on no longer follow the segment. A CUDA segment's device memory is mapped read-write
+    /// all the same (a device mapping without write access would make such a write a fatal
+    /// fault); it opens once, by hand-over, so only the producer's own tensor over it, if it
+    /// kept one, could see such a write.
     ReadOnly,
     /// The data is writable and writes are seen by every side.
     ReadWrite,
@@ -673,7 +676,7 @@ fn map_checked(
     // A CUDA segment's memory is mapped before the claim: an opener that cannot map it (no
     // driver, another machine's device) leaves the hand-over to another.
     let device = if claim == Claim::Open && copy.device.device_type == crate::ffi::kDLCUDA {
-        Some(open_device(&parsed, &mut copy, access, handle).map_err(unmap)?)
+        Some(open_device(&parsed, &mut copy, handle).map_err(unmap)?)
     } else {
         None
     };
@@ -710,12 +713,7 @@ fn map_checked(
 
 /// Maps a CUDA segment's device memory, whose descriptor the keeper the handle names gives out,
 /// and numbers the header copy's device as this process does.
-fn open_device(
-    parsed: &Handle,
-    copy: &mut HeaderCopy,
-    access: Access,
-    handle: &str,
-) -> Result<DeviceMemory> {
+fn open_device(parsed: &Handle, copy: &mut HeaderCopy, handle: &str) -> Result<DeviceMemory> {
     let descriptor = match keeper::device_descriptor(parsed.pid, parsed.fd, parsed.token) {
         Ok(Some(descriptor)) => descriptor,
         Ok(None) => return Err(Error::ShmNotFound(handle.to_owned())),
@@ -738,7 +736,6 @@ fn open_device(
         &descriptor,
         copy.data_len as usize,
         &copy.device_uuid,
-        access == Access::ReadWrite,
         handle,
     )?;
     copy.device.device_id = device.id;
@@ -1089,8 +1086,8 @@ fn tensor_over(
     let (v, _) = check_layout(h, &mut dims, data, &mapping.name)?;
     let (shape, strides) = dims.split_at(ndim);
     if access == Access::ReadOnly {
-        // The data pages are private copy-on-write pages (map_checked): writes that ignore the
-        // flag stay in this process.
+        // Host data pages are private copy-on-write pages (map_checked): writes that ignore the
+        // flag stay in this process. (See Access::ReadOnly for CUDA segments.)
         flags |= Flags::READ_ONLY;
     }
     // SAFETY: validated layout inside the data area, mapped for as long as the owner (the

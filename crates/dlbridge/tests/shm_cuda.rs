@@ -208,8 +208,8 @@ fn the_producer_may_exit_before_the_consumer_opens() {
     assert!(
         fake.calls()
             .iter()
-            .any(|c| c == "cuMemSetAccess device=1 flags=1"),
-        "read-only for this process's kernels"
+            .any(|c| c == "cuMemSetAccess device=1 flags=3"),
+        "mapped read-write all the same: a device write to a read-only mapping is a fatal fault"
     );
     let inode = allocation_inode(opened.data_ptr() as usize);
     drop(opened);
@@ -358,6 +358,45 @@ fn dense_layouts_keep_their_strides_and_others_arrive_c_contiguous() {
     let opened3 = shm::open(&handle, Access::ReadOnly).unwrap();
     assert_eq!(values(&opened3), values(&t));
     drop((opened, opened2, opened3));
+    assert_eq!(fake.live_allocations(), 0);
+}
+
+#[test]
+fn size_one_dimensions_take_no_part_whatever_their_strides() {
+    let (fake, _serial) = driver();
+    // Every other element of 3 rows of 8, with a size-1 axis of stride 0 in between (what
+    // `a[:, None, ::2]` gives) and one of a negative stride at the end.
+    let t = cuda_tensor(arange(24), &[3, 1, 4, 1], &[8, 0, 2, -5], 0);
+    let handle = shm::export(&t.view()).unwrap().handoff().unwrap();
+    let opened = shm::open(&handle, Access::ReadOnly).unwrap();
+    assert_eq!(opened.strides(), &[4, 4, 1, 1]);
+    assert_eq!(values(&opened), values(&t));
+    let copies = fake
+        .calls()
+        .into_iter()
+        .filter(|c| c.starts_with("cuMemcpy2DAsync"))
+        .count();
+    assert_eq!(copies, 3);
+    drop(opened);
+    assert_eq!(fake.live_allocations(), 0);
+}
+
+#[test]
+fn reserving_a_handed_over_cuda_segment_admits_one_more_opener() {
+    let (fake, _serial) = driver();
+    let handle = handed_over();
+    shm::reserve(&handle).unwrap();
+    let first = shm::open(&handle, Access::ReadOnly).unwrap();
+    let second = shm::open(&handle, Access::ReadWrite).unwrap();
+    assert_eq!(values(&second), arange(12));
+    // SAFETY: a writable mapping of 12 f32s.
+    unsafe { (second.data_ptr() as *mut f32).write(9.0) };
+    assert_eq!(values(&first)[0], 9.0, "both map the same memory");
+    assert_eq!(
+        shm::open(&handle, Access::ReadOnly).unwrap_err(),
+        Error::ShmNotFound(handle)
+    );
+    drop((first, second));
     assert_eq!(fake.live_allocations(), 0);
 }
 

@@ -20,8 +20,11 @@ use crate::stream_order::LEGACY_STREAM;
 use crate::view::TensorView;
 use crate::{Device, DeviceType};
 
-/// Most 2-D copies one export issues (a layout that needs more is refused).
+/// Most copies one export issues (a layout that needs more is refused).
 const MAX_COPIES: usize = 1 << 16;
+/// The largest pitch a 2-D copy takes (`CU_DEVICE_ATTRIBUTE_MAX_PITCH` on current GPUs): rows
+/// further apart are copied one by one.
+const MAX_PITCH: usize = i32::MAX as usize;
 
 /// How a tensor's elements reach the new allocation.
 pub(super) enum CopyPlan {
@@ -29,12 +32,14 @@ pub(super) enum CopyPlan {
     /// copied as it is and the strides kept.
     Span { bytes: usize, strides: Vec<i64> },
     /// Any other layout with positive strides: rows of `width` bytes, `height` at a time
-    /// `src_pitch` bytes apart, for each index of the outer dimensions; the copy is C-contiguous.
+    /// `src_pitch` bytes apart (one 2-D copy, or `height` plain ones when `by_row`), for each
+    /// index of the outer dimensions (size and stride); the copy is C-contiguous.
     Rows {
         item: usize,
         width: usize,
         height: usize,
         src_pitch: usize,
+        by_row: bool,
         outer: Vec<(i64, i64)>,
         strides: Vec<i64>,
     },
@@ -64,23 +69,31 @@ impl CopyPlan {
                 strides[d]
             )));
         }
-        let last = shape.len() - 1;
-        let (width, height, src_pitch, outer_len) = if strides[last] == 1 {
-            let (height, pitch) = match last {
-                0 => (1, 0),
-                _ => (shape[last - 1], strides[last - 1]),
-            };
-            (
-                shape[last] as usize * item,
-                height,
-                pitch,
-                last.saturating_sub(1),
-            )
-        } else {
-            (item, shape[last], strides[last], last)
+        // Size-1 dimensions take no part in the copy, whatever their strides; some other
+        // dimension has a size above 1 here (a layout of size-1 dimensions alone is dense).
+        let dims: Vec<(i64, i64)> = shape
+            .iter()
+            .zip(strides)
+            .filter(|(&n, _)| n != 1)
+            .map(|(&n, &s)| (n, s))
+            .collect();
+        let k = dims.len();
+        let (last_size, last_stride) = dims[k - 1];
+        let (width, height, pitch, outer_len) = match (last_stride, k) {
+            (1, 1) => (last_size as usize * item, 1, 0, 0),
+            (1, _) => (
+                last_size as usize * item,
+                dims[k - 2].0,
+                dims[k - 2].1,
+                k - 2,
+            ),
+            _ => (item, last_size, last_stride, k - 1),
         };
-        let outer: Vec<(i64, i64)> = (0..outer_len).map(|d| (shape[d], strides[d])).collect();
-        let copies: usize = outer.iter().map(|&(n, _)| n as usize).product();
+        let src_pitch = pitch as usize * item;
+        let by_row = height == 1 || src_pitch > MAX_PITCH;
+        let outer = dims[..outer_len].to_vec();
+        let blocks: usize = outer.iter().map(|&(n, _)| n as usize).product();
+        let copies = blocks.saturating_mul(if by_row { height as usize } else { 1 });
         if copies > MAX_COPIES {
             return Err(Error::UnsupportedLayout(format!(
                 "a CUDA tensor with shape {shape:?} and strides {strides:?} would take {copies} \
@@ -91,7 +104,8 @@ impl CopyPlan {
             item,
             width,
             height: height as usize,
-            src_pitch: src_pitch as usize * item,
+            src_pitch,
+            by_row,
             outer,
             strides: layout::compact_strides(shape, layout::Order::C),
         })
@@ -129,6 +143,7 @@ impl CopyPlan {
                     width,
                     height,
                     src_pitch,
+                    by_row,
                     outer,
                     ..
                 } => {
@@ -141,15 +156,19 @@ impl CopyPlan {
                             .zip(outer)
                             .map(|(&i, &(_, stride))| i * stride)
                             .sum();
-                        let rows = Copy2d::new(
+                        let (from, to) = (
                             src.wrapping_add_signed(offset * *item as i64),
-                            *src_pitch,
                             dst + k * block,
-                            *width,
-                            *width,
-                            *height,
                         );
-                        calls.copy_2d(&rows, LEGACY_STREAM)?;
+                        if *by_row {
+                            for row in 0..*height as u64 {
+                                let at = from + row * *src_pitch as u64;
+                                calls.copy(to + row * *width as u64, at, *width, LEGACY_STREAM)?;
+                            }
+                        } else {
+                            let rows = Copy2d::new(from, *src_pitch, to, *width, *width, *height);
+                            calls.copy_2d(&rows, LEGACY_STREAM)?;
+                        }
                         for d in (0..index.len()).rev() {
                             index[d] += 1;
                             if index[d] < outer[d].0 {
@@ -190,14 +209,15 @@ pub(super) fn export(view: &TensorView<'_>, plan: &CopyPlan) -> Result<Exported>
 }
 
 /// Maps the `size`-byte allocation `descriptor` shares, made on the device with `uuid`, for
-/// this process (loading the CUDA driver if it has not). Returns the mapping and the device as
-/// this process numbers it. Errors name the handle: a device this process does not see, or no
-/// driver, are [`Error::ShmInvalid`].
+/// this process (loading the CUDA driver if it has not), read-write for the device (a read-only
+/// open is a flag on the tensor: a device mapping without write access would turn a consumer's
+/// write into a fatal fault). Returns the mapping and the device as this process numbers it.
+/// Errors name the handle: a device this process does not see, or no driver, are
+/// [`Error::ShmInvalid`].
 pub(super) fn import(
     descriptor: &OwnedFd,
     size: usize,
     uuid: &[u8; 16],
-    writable: bool,
     handle: &str,
 ) -> Result<(SharedAllocation, Device)> {
     let invalid = |reason: String| Error::ShmInvalid {
@@ -216,7 +236,7 @@ pub(super) fn import(
             uuid_text(uuid)
         ))
     })?;
-    let allocation = SharedAllocation::import(ordinal, descriptor.as_fd(), size, writable)?;
+    let allocation = SharedAllocation::import(ordinal, descriptor.as_fd(), size)?;
     Ok((
         allocation,
         Device {

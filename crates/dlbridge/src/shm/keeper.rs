@@ -304,25 +304,34 @@ pub(super) fn device_descriptor(pid: u32, fd: i32, token: u64) -> std::io::Resul
     let header_len = std::mem::size_of::<libc::cmsghdr>();
     // SAFETY: the ancillary buffer is 8-byte aligned and larger than a cmsghdr.
     let header = unsafe { &*(ancillary.as_ptr() as *const libc::cmsghdr) };
-    let has_one = message.msg_controllen as usize >= header_len + 4
-        && header.cmsg_len as u64 == (header_len + 4) as u64
+    let rights = message.msg_controllen as usize >= header_len
         && header.cmsg_level == libc::SOL_SOCKET
         && header.cmsg_type == libc::SCM_RIGHTS;
-    let received = has_one.then(|| {
-        // SAFETY: the descriptor follows the header inside the buffer (checked above); the
-        // kernel installed it for this process and nothing else owns it.
-        unsafe {
-            OwnedFd::from_raw_fd(
-                (ancillary.as_ptr() as *const u8)
-                    .add(header_len)
-                    .cast::<i32>()
-                    .read_unaligned(),
-            )
-        }
-    });
-    match (n, answer[0], received) {
-        (1, 1, Some(fd)) => Ok(Some(fd)),
-        (1, 0, None) => Ok(None),
+    let arrived = (message.msg_controllen as usize).saturating_sub(header_len) / 4;
+    let count = if rights {
+        (((header.cmsg_len as u64).saturating_sub(header_len as u64) / 4) as usize).min(arrived)
+    } else {
+        0
+    };
+    // Every descriptor received is owned here, so that any this answer should not carry closes.
+    let mut received: Vec<OwnedFd> = (0..count)
+        .map(|i| {
+            // SAFETY: descriptor `i < count` follows the header inside the buffer; the kernel
+            // installed it for this process and nothing else owns it.
+            unsafe {
+                OwnedFd::from_raw_fd(
+                    (ancillary.as_ptr() as *const u8)
+                        .add(header_len + 4 * i)
+                        .cast::<i32>()
+                        .read_unaligned(),
+                )
+            }
+        })
+        .collect();
+    let truncated = message.msg_flags & libc::MSG_CTRUNC != 0;
+    match (n, answer[0], received.len(), truncated) {
+        (1, 1, 1, false) => Ok(received.pop()),
+        (1, 0, 0, false) => Ok(None),
         _ => Err(std::io::ErrorKind::InvalidData.into()),
     }
 }
@@ -349,6 +358,32 @@ fn ask(pid: u32, fd: i32, token: u64, timeout: Duration) -> std::io::Result<Owne
     };
     if connected != 0 {
         return Err(std::io::Error::last_os_error());
+    }
+    // An abstract socket's name is anyone's to take: only the keeper the handle names, running
+    // as this user, is asked.
+    let mut credentials: libc::ucred = libc::ucred {
+        pid: 0,
+        uid: 0,
+        gid: 0,
+    };
+    let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
+    // SAFETY: getsockopt writes at most `len` bytes into `credentials` and its length into `len`.
+    let got = unsafe {
+        libc::getsockopt(
+            socket.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_PEERCRED,
+            (&mut credentials as *mut libc::ucred).cast(),
+            &mut len,
+        )
+    };
+    // SAFETY: geteuid takes nothing.
+    let user = unsafe { libc::geteuid() };
+    if got != 0 || credentials.pid as u32 != pid || credentials.uid != user {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::PermissionDenied,
+            format!("the socket of keeper {pid} belongs to another process or user"),
+        ));
     }
     let mut request = [0u8; REQUEST_LEN];
     request[..4].copy_from_slice(&fd.to_ne_bytes());

@@ -204,6 +204,13 @@ extern "C" fn keep(control: usize, stack: usize, thread: usize) -> ! {
         };
         if ready > 0 && polled[0].revents != 0 {
             match receive(control) {
+                // A CUDA segment opens only through the keeper's socket: without one, its
+                // hand-over could never be taken.
+                Received::Descriptor(fd, device, _) if device >= 0 && listener < 0 => {
+                    close(fd);
+                    close(device);
+                    send(control, &(-libc::EADDRINUSE).to_ne_bytes());
+                }
                 Received::Descriptor(fd, device, seconds) if held < CAPACITY => {
                     let deadline = now().saturating_add(seconds);
                     // SAFETY: slot `held` lies inside the table (held < CAPACITY).
@@ -228,9 +235,9 @@ extern "C" fn keep(control: usize, stack: usize, thread: usize) -> ! {
             }
         }
         if ready > 0 && polled[1].revents != 0 {
-            checked = now();
             answer_consumers(listener, table, &mut held);
-        } else if now() >= checked.saturating_add(CHECK_SECONDS) || producer_gone {
+        }
+        if now() >= checked.saturating_add(CHECK_SECONDS) || producer_gone {
             checked = now();
             // SAFETY: the first `held` slots are initialised and inside the table.
             held = unsafe { release(table, held) };
@@ -479,12 +486,16 @@ fn listen(pid: u32) -> i32 {
     }
 }
 
-/// Answers every waiting consumer. A request for a CUDA segment's device memory gets its
-/// descriptor (before anything is released: the consumer takes its hand-over after). Any other
-/// connection comes from a consumer that took a hand-over: the descriptors whose hand-overs were
-/// taken are released (that consumer's included), then it is answered.
+/// Most connections answered before the keeper goes back to its own checks.
+const ANSWERS_PER_ROUND: usize = 16;
+
+/// Answers the waiting consumers (at most [`ANSWERS_PER_ROUND`]), each only if it runs as this
+/// keeper's user. A request for a CUDA segment's device memory gets its descriptor (before
+/// anything is released: the consumer takes its hand-over after). Any other connection comes
+/// from a consumer that took a hand-over: the descriptors whose hand-overs were taken are
+/// released (that consumer's included), then it is answered.
 fn answer_consumers(listener: i32, table: *mut Slot, held: &mut usize) {
-    loop {
+    for _ in 0..ANSWERS_PER_ROUND {
         // SAFETY: accept4 with no peer address.
         let conn = unsafe {
             syscall(
@@ -496,6 +507,10 @@ fn answer_consumers(listener: i32, table: *mut Slot, held: &mut usize) {
             return;
         }
         let conn = conn as i32;
+        if !same_user(conn) {
+            close(conn);
+            continue;
+        }
         match read_request(conn) {
             Some((fd, token)) if fd >= 0 => {
                 // SAFETY: the first `held` slots are initialised and inside the table.
@@ -561,6 +576,28 @@ fn send_descriptor(conn: i32, fd: i32) {
             ],
         )
     };
+}
+
+/// Whether the process at the other end of socket `conn` runs as this keeper's user.
+fn same_user(conn: i32) -> bool {
+    let mut credentials = [0u32; 3]; // struct ucred: pid, uid, gid
+    let mut len = std::mem::size_of_val(&credentials) as u32;
+    // SAFETY: getsockopt writes at most `len` bytes into `credentials` and its length into
+    // `len`; getuid takes nothing.
+    unsafe {
+        let got = syscall(
+            libc::SYS_getsockopt,
+            [
+                conn as usize,
+                libc::SOL_SOCKET as usize,
+                libc::SO_PEERCRED as usize,
+                credentials.as_mut_ptr() as usize,
+                &mut len as *mut u32 as usize,
+                0,
+            ],
+        );
+        got == 0 && credentials[1] as isize == syscall(libc::SYS_getuid, [0; 6])
+    }
 }
 
 /// Reads a consumer's request from `conn`, waiting for it briefly: the held descriptor it names
@@ -683,30 +720,32 @@ fn receive(control: i32) -> Received {
     let header_len = std::mem::size_of::<libc::cmsghdr>();
     // SAFETY: the ancillary buffer is 8-byte aligned and larger than a cmsghdr.
     let header = unsafe { &*(ancillary.as_ptr() as *const libc::cmsghdr) };
-    let rights = header.cmsg_level == libc::SOL_SOCKET && header.cmsg_type == libc::SCM_RIGHTS;
-    let count = match (header.cmsg_len as u64).saturating_sub(header_len as u64) {
-        4 => 1,
-        8 => 2,
-        _ => 0,
+    let rights = message.msg_controllen as usize >= header_len
+        && header.cmsg_level == libc::SOL_SOCKET
+        && header.cmsg_type == libc::SCM_RIGHTS;
+    // The descriptors the kernel installed: as many as the header says, within what arrived.
+    let arrived = (message.msg_controllen as usize).saturating_sub(header_len) / 4;
+    let count = if rights {
+        (((header.cmsg_len as u64).saturating_sub(header_len as u64) / 4) as usize).min(arrived)
+    } else {
+        0
     };
-    if !rights || count == 0 || (message.msg_controllen as usize) < header_len + 4 * count {
-        return Received::Malformed;
-    }
-    // SAFETY: the descriptors follow the header inside the buffer (checked above).
+    // SAFETY: descriptor `i < count` follows the header inside the buffer (count is bounded by
+    // what arrived, at most 4 in the 32-byte buffer).
     let descriptor = |i: usize| unsafe {
         (ancillary.as_ptr() as *const u8)
             .add(header_len + 4 * i)
             .cast::<i32>()
             .read()
     };
-    let fd = descriptor(0);
-    let device = if count == 2 { descriptor(1) } else { -1 };
-    if n != 8 {
-        close(fd);
-        close(device);
+    // A truncated message (no room left for descriptors in this process) lost some of them.
+    let truncated = message.msg_flags & libc::MSG_CTRUNC != 0;
+    if truncated || !(1..=2).contains(&count) || n != 8 {
+        (0..count).for_each(|i| close(descriptor(i)));
         return Received::Malformed;
     }
-    Received::Descriptor(fd, device, u64::from_ne_bytes(seconds))
+    let device = if count == 2 { descriptor(1) } else { -1 };
+    Received::Descriptor(descriptor(0), device, u64::from_ne_bytes(seconds))
 }
 
 /// Closes the held descriptors whose segment has no pending hand-over (or cannot be read) or
