@@ -10,6 +10,7 @@
 mod fake_driver;
 mod helper_process;
 
+use std::os::fd::FromRawFd;
 use std::os::unix::fs::MetadataExt;
 
 use dlbridge::shm::{self, Access};
@@ -173,7 +174,8 @@ fn a_cuda_tensor_reaches_another_process_in_the_same_device_memory() {
 }
 
 /// Runs only as a child of the tests here: hands a CUDA tensor over, prints the handle, and
-/// with `stay` keeps its own copy until killed.
+/// with `stay` keeps its own copy until killed; with `hold`, prints the segment's own handle
+/// instead of handing it over, and waits to be killed.
 #[test]
 fn producer_helper() {
     let Ok(mode) = std::env::var("DLBRIDGE_CUDA_PRODUCER") else {
@@ -182,12 +184,57 @@ fn producer_helper() {
     let _fake = driver();
     let t = cuda_tensor(arange(12), &[3, 4], &[4, 1], 1);
     let shared = shm::export(&t.view()).unwrap();
+    if mode == "hold" {
+        println!("handle: {}", shared.handle());
+        std::thread::sleep(std::time::Duration::from_secs(60));
+    }
     let mine = shared.to_tensor();
     println!("handle: {}", shared.handoff().unwrap());
     if mode == "stay" {
         std::thread::sleep(std::time::Duration::from_secs(60));
     }
     drop(mine);
+}
+
+#[test]
+fn only_the_process_a_handle_names_is_asked_for_device_memory() {
+    let (_fake, _serial) = driver();
+    let (holder, handle) = Helper::spawn_printing(
+        "producer_helper",
+        "DLBRIDGE_CUDA_PRODUCER",
+        "hold",
+        "handle: ",
+    );
+    // This process takes the abstract name a keeper of the holder would listen on, as another
+    // process (of any user) can.
+    // SAFETY: socket, bind and listen on a fresh descriptor owned below; the address is a live
+    // local of the length given.
+    let squatter = unsafe {
+        let fd = libc::socket(libc::AF_UNIX, libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC, 0);
+        assert!(fd >= 0);
+        let squatter = std::os::fd::OwnedFd::from_raw_fd(fd);
+        let mut address: libc::sockaddr_un = std::mem::zeroed();
+        address.sun_family = libc::AF_UNIX as libc::sa_family_t;
+        let name = format!("dlbridge-keeper-{}", holder.0.id());
+        for (i, b) in name.bytes().enumerate() {
+            address.sun_path[i + 1] = b as libc::c_char;
+        }
+        let len = std::mem::size_of::<libc::sa_family_t>() + 1 + name.len();
+        let bound = libc::bind(
+            fd,
+            (&address as *const libc::sockaddr_un).cast(),
+            len as u32,
+        );
+        assert_eq!(bound, 0);
+        assert_eq!(libc::listen(fd, 4), 0);
+        squatter
+    };
+    let err = shm::open(&handle, Access::ReadOnly).unwrap_err();
+    assert!(
+        matches!(&err, Error::ShmIo { reason, .. } if reason.contains("another process")),
+        "{err}"
+    );
+    drop(squatter);
 }
 
 #[test]
