@@ -69,8 +69,10 @@ missing one skipping the checks that need it (named in `report.skipped`):
   capsule of it is flagged READ_ONLY (as writable as the source array where the library gives
   no versioned capsule), and `producer.flags.read_only`, which would compare that flag with
   itself, is skipped.
-- `data_ptr(obj)`, `export(obj, **kwargs)`, `pending(a)`, `recipe`, `consumer_recipe`,
-  `load()`, `version`: see `help(conformance.Adapter)`.
+- `data_ptr(obj)`, `export(obj, **kwargs)`, `pending(a)`, `is_pending(obj)` (whether
+  `pending`'s long kernel still runs: the ordering checks count only trials that raced, and skip
+  as inconclusive where fewer than 20 of 60 did), `recipe`, `consumer_recipe`, `load()`,
+  `version`: see `help(conformance.Adapter)`.
 
 This one checks numpy as a producer:
 

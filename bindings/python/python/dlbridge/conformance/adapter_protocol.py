@@ -44,7 +44,10 @@ class Adapter(Protocol):
       ``read(capsule)``, which imports the capsule and copies it to numpy by work queued on that
       stream alone (without it, torch's or cupy's reader, where installed, reads for the
       ``producer.stream`` checks); ``pending(a)`` there queues a long kernel, then the write,
-      on the library's current stream. ``forwards_streams = True`` marks a pass-through
+      on the library's current stream, and ``is_pending(obj)`` says whether that work is still
+      queued: a trial whose work finished before the export returned proves nothing, so
+      the ordering checks count only trials that raced (without ``is_pending``, every trial
+      counts). ``forwards_streams = True`` marks a pass-through
       consumer (it queues no work at import and forwards its consumers' streams to the
       producer at export, as dlbridge does): ``consumer.stream.passes`` checks the forwarding.
       ``interface = "cuda_array_interface"`` marks a library that speaks only that interface

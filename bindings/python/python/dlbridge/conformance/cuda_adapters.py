@@ -32,6 +32,12 @@ def _span(a: np.ndarray) -> tuple[np.ndarray, int]:
     return np.frombuffer(memoryview(block), np.uint8).copy(), a.__array_interface__["data"][0] - low
 
 
+def _stream_busy(handle: int) -> bool:
+    """Whether CUDA stream ``handle`` still has work queued (``cuStreamQuery`` answers
+    ``CUDA_ERROR_NOT_READY``, 600)."""
+    return ctypes.CDLL("libcuda.so.1").cuStreamQuery(ctypes.c_void_p(handle)) == 600
+
+
 def _element_strides(a: np.ndarray) -> list[int]:
     return [s // a.itemsize for s in a.strides]
 
@@ -100,6 +106,10 @@ class TorchCudaAdapter(CudaAdapter):
         torch.cuda._sleep(SPIN_CYCLES)
         x.add_(1)
         return x
+
+    def is_pending(self, obj):
+        """Whether torch's current stream (where ``pending`` queued its work) is still busy."""
+        return not self.lib.cuda.current_stream().query()
 
     def stream_reader(self):
         """A new torch side stream (non-blocking) and a reader that clones on it."""
@@ -179,6 +189,10 @@ class CupyAdapter(CudaAdapter):
         x += 1
         return x
 
+    def is_pending(self, obj):
+        """Whether cupy's current stream (where ``pending`` queued its work) is still busy."""
+        return not self.lib.cuda.get_current_stream().done
+
     def stream_reader(self):
         """A new non-blocking cupy stream and a reader that copies on it."""
         cupy = self.lib
@@ -253,6 +267,10 @@ class JaxGpuAdapter(CudaAdapter):
 
         return jax.jit(spin_then_increment)(x)
 
+    def is_pending(self, obj):
+        """Whether jax is still computing ``obj``."""
+        return not obj.is_ready()
+
 
 class NumbaAdapter(CudaAdapter):
     """numba.cuda: ``cuda.to_device`` of contiguous sources. numba's arrays and its consumer,
@@ -323,7 +341,14 @@ class NumbaAdapter(CudaAdapter):
         stream.synchronize()
         kernels["sleep"][1, 1, stream](SPIN_CYCLES // 2000)
         kernels["increment"][(a.size + 255) // 256, 256, stream](x)
+        self._stream = stream
         return x
+
+    def is_pending(self, obj):
+        """Whether the stream ``pending`` queued its work on is still busy (the driver's
+        ``cuStreamQuery``: numba's streams have no query of their own)."""
+        handle = self._stream.handle
+        return _stream_busy(int(getattr(handle, "value", handle) or 0))
 
     def _kernels(self) -> dict[str, Any]:
         """The kernels, built once per adapter."""
@@ -407,7 +432,12 @@ class DlbridgeCudaAdapter(CudaAdapter):
 
     def pending(self, a):
         """dlbridge's import of the source library's pending array."""
-        return self.lib.from_dlpack(self.source.pending(a))
+        self._source_pending = self.source.pending(a)
+        return self.lib.from_dlpack(self._source_pending)
+
+    def is_pending(self, obj):
+        """Whether the source library's pending work is still queued."""
+        return self.source.is_pending(self._source_pending)
 
 
 CUDA_ADAPTERS = (
