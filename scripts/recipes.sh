@@ -3,7 +3,9 @@
 # same name), run by scripts/run.py once the artifacts it needs are built; `./just build NAME`
 # and a script's `need NAME` go through the runner too. Every recipe is idempotent: cargo,
 # maturin, npm's lock stamp, mojo-build.sh's key and the venvs' .complete markers rebuild only
-# what changed. One set of cargo flags (`--locked`) throughout.
+# what changed, and the runner does not start the recipe of an artifact with `inputs` whose key
+# and outputs are unchanged (the recipes whose tools redo work every time). One set of cargo flags
+# (`--locked`) throughout.
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 cd "$REPO_ROOT"

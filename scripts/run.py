@@ -15,6 +15,11 @@ function of that name in scripts/recipes.sh) or a recipe without its artifact, a
 script that is missing, that is not in the graph, or whose `need` lines differ from its `needs`.
 
 Each artifact's recipe runs as `scripts/recipes.sh NAME`, its output in target/build-logs/NAME.log.
+An artifact that declares `inputs` and `outputs` is skipped (`up to date`) while its key and its
+outputs are what its last build left: the key hashes the files under its inputs that git tracks
+or would track (names, modes and contents), the recipes (scripts/recipes.sh, scripts/lib.sh), the
+tools' versions and the build environment; target/build-keys/NAME.json holds the key and the
+size and modification time of every output file. Any other change rebuilds it.
 Recipes of the `cargo` pool run one at a time, in the graph's order (they share target/ and its
 lock, and cargo uses every core); `side` recipes (downloads, installs, builds in folders of their
 own) run beside them. Phases run DLBRIDGE_JOBS at a time (default: the CPU count, at most 4), one
@@ -27,6 +32,10 @@ phase fails it at the end.
 
 from __future__ import annotations
 
+import functools
+import glob
+import hashlib
+import json
 import os
 import re
 import signal
@@ -41,12 +50,19 @@ REPO = Path(__file__).resolve().parent.parent
 GRAPH = REPO / "scripts" / "graph.toml"
 RECIPES = REPO / "scripts" / "recipes.sh"
 SCRIPT_FOLDERS = {"phases": REPO / "scripts" / "test", "benchmarks": REPO / "scripts" / "bench"}
-KEYS = {"artifacts": {"doc", "needs", "pool"}, "phases": {"doc", "needs", "script"},
+KEYS = {"artifacts": {"doc", "needs", "pool", "inputs", "outputs"},
+        "phases": {"doc", "needs", "script"},
         "benchmarks": {"doc", "needs", "script"}}
 POOLS = ("cargo", "side")
 TAIL_LINES = 12
 FAILED_RECIPE_LINES = 40
 POLL_SECONDS = 0.5
+# What every artifact's key covers besides its own inputs: the recipes, the versions of the tools
+# they build with, and the variables that change what cargo, rustc, maturin and cc make.
+RECIPE_INPUTS = ["scripts/recipes.sh", "scripts/lib.sh"]
+TOOLS = [["rustc", "-vV"], ["cargo", "-V"], ["node", "--version"], ["npm", "--version"],
+         ["gcc", "--version"], ["python3", "--version"]]
+BUILD_VARIABLES = re.compile(r"(CARGO_|RUSTC|RUSTFLAGS|PYO3_|MATURIN_).*|CC|CFLAGS|LDFLAGS")
 
 
 class GraphError(Exception):
@@ -62,6 +78,8 @@ class Step:
     doc: str
     needs: list[str]
     pool: str = "phase"
+    inputs: list[str] = field(default_factory=list)
+    outputs: list[str] = field(default_factory=list)
     script: Path | None = None
     process: subprocess.Popen[bytes] | None = None
     log: Path | None = None
@@ -69,6 +87,8 @@ class Step:
     seconds: float = 0.0
     cpu_seconds: float = 0.0
     status: int | None = None
+    key: str | None = None
+    fresh: bool = False
     depends: list[Step] = field(default_factory=list)
 
     @property
@@ -107,11 +127,16 @@ def load_graph() -> dict[str, dict[str, Step]]:
             if extra:
                 faults.append(f"{kind}.{name}: unknown keys {sorted(extra)}")
             step = Step(kind, name, entry.get("doc", ""), list(entry.get("needs", [])),
-                        entry.get("pool", "phase"))
+                        entry.get("pool", "phase"), list(entry.get("inputs", [])),
+                        list(entry.get("outputs", [])))
             if not step.doc:
                 faults.append(f"{kind}.{name}: no doc")
             if kind == "artifacts" and step.pool not in POOLS:
                 faults.append(f"artifacts.{name}: pool {step.pool!r} is not one of {POOLS}")
+            if bool(step.inputs) != bool(step.outputs):
+                faults.append(f"artifacts.{name}: `inputs` and `outputs` go together")
+            faults += [f"artifacts.{name}: no input {path!r} in the repository"
+                       for path in step.inputs if not (REPO / path).exists()]
             if "script" in keys:
                 step.script = REPO / entry.get("script", "")
                 if not step.script.is_file():
@@ -190,6 +215,94 @@ def closure(steps: list[Step], artifacts: dict[str, Step]) -> list[Step]:
     return [step for name, step in artifacts.items() if name in wanted]
 
 
+@functools.cache
+def build_context() -> bytes:
+    """What every key covers besides the files: the tools' versions, and the build variables of
+    our environment as scripts/lib.sh leaves it for the recipes (it sets defaults; a script run
+    on its own sourced it before its `need` called the runner, and must see the same key)."""
+    parts = []
+    for tool in TOOLS:
+        try:
+            done = subprocess.run(tool, cwd=REPO, capture_output=True)
+            parts.append(b"%s: %d %s" % (" ".join(tool).encode(), done.returncode, done.stdout))
+        except FileNotFoundError:
+            parts.append(b"%s: not found" % " ".join(tool).encode())
+    environment = subprocess.run(["bash", "-c", "source scripts/lib.sh && env -0"], cwd=REPO,
+                                 capture_output=True, check=True).stdout.split(b"\0")
+    parts += sorted(variable for variable in environment
+                    if BUILD_VARIABLES.fullmatch(os.fsdecode(variable.partition(b"=")[0])))
+    return b"\0".join(parts)
+
+
+def input_key(step: Step) -> str:
+    """The artifact's key: a hash of its declaration, of build_context(), and of every file under
+    its inputs and RECIPE_INPUTS that git tracks or would track (an untracked source is built
+    too), by name, mode and contents; a tracked file deleted from the working tree drops out."""
+    listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard",
+                             "--", *RECIPE_INPUTS, *step.inputs],
+                            cwd=REPO, capture_output=True, check=True).stdout
+    digest = hashlib.sha256(json.dumps([step.inputs, step.outputs]).encode() + build_context())
+    for name in sorted(set(listed.split(b"\0")) - {b""}):
+        path = REPO / os.fsdecode(name)
+        if path.is_symlink():
+            content = os.fsencode(os.readlink(path))
+        elif path.is_file():
+            content = path.read_bytes()
+        else:
+            continue
+        digest.update(b"%s\0%o\0%s" % (name, path.lstat().st_mode,
+                                         hashlib.sha256(content).digest()))
+    return digest.hexdigest()
+
+
+def file_state(path: Path) -> list[int] | None:
+    """A file's size and modification time (of a link itself), or None where there is none."""
+    try:
+        stat = path.lstat()
+    except FileNotFoundError:
+        return None
+    return [stat.st_size, stat.st_mtime_ns]
+
+
+def stamp_path(step: Step, target: Path) -> Path:
+    """Where the artifact's key and output files are kept between runs."""
+    return target / "build-keys" / f"{step.name}.json"
+
+
+def up_to_date(step: Step, target: Path) -> bool:
+    """Whether the artifact's last build had the key it has now (step.key) and every output file
+    it left is still as it left it (files added since, such as Python's bytecode, do not count)."""
+    try:
+        stamp = json.loads(stamp_path(step, target).read_text())
+    except (OSError, ValueError):
+        return False
+    return stamp.get("key") == step.key and all(
+        file_state(Path(path)) == state for path, state in stamp["outputs"].items())
+
+
+def record(step: Step, target: Path) -> str | None:
+    """Writes the stamp of a finished build: its key and the state of every output file (an output
+    pattern is a path of the repository, `target/` meaning the target directory; a folder stands
+    for the files under it). Returns a fault instead when a pattern matches nothing."""
+    files: dict[str, list[int] | None] = {}
+    for pattern in step.outputs:
+        where = (target / pattern.removeprefix("target/") if pattern.startswith("target/")
+                 else REPO / pattern)
+        matches = [Path(match) for match in glob.glob(str(where))]
+        if not matches:
+            return f"the recipe made no {pattern} (an output in {GRAPH.name})"
+        for match in matches:
+            for path in sorted(match.rglob("*")) if match.is_dir() else [match]:
+                if not path.is_dir():
+                    files[str(path)] = file_state(path)
+    stamp = stamp_path(step, target)
+    stamp.parent.mkdir(parents=True, exist_ok=True)
+    partial = stamp.with_suffix(".partial")
+    partial.write_text(json.dumps({"key": step.key, "outputs": files}, indent=1))
+    partial.replace(stamp)
+    return None
+
+
 def stop(steps: list[Step]) -> None:
     """Stops the running steps' process groups."""
     for step in steps:
@@ -254,6 +367,14 @@ def run(artifacts: list[Step], phases: list[Step], target: Path, jobs: int) -> b
     try:
         while waiting or running:
             for step in [step for step in waiting if ready(step)]:
+                if step.outputs and step.key is None:
+                    step.key = input_key(step)
+                    if up_to_date(step, target):
+                        waiting.remove(step)
+                        step.status, step.fresh = 0, True
+                        say(f"up to date {step.name}")
+                        continue
+                    stamp_path(step, target).unlink(missing_ok=True)
                 cargo_busy = any(s.pool == "cargo" for s in running)
                 if step.pool == "cargo" and cargo_busy:
                     continue
@@ -282,6 +403,12 @@ def run(artifacts: list[Step], phases: list[Step], target: Path, jobs: int) -> b
                     step.seconds = time.monotonic() - step.started
                     step.cpu_seconds = usage.ru_utime + usage.ru_stime
                     running.remove(step)
+                    fault = record(step, target) if step.done and step.outputs else None
+                    if fault is not None:
+                        assert step.log is not None
+                        step.status = 1
+                        with step.log.open("a") as log:
+                            log.write(fault + "\n")
                     report(step)
                     if step.kind == "artifacts" and not step.done:
                         stop(running)
@@ -300,8 +427,8 @@ def summary(steps: list[Step], began: float) -> None:
     say(f"{passed} of {len(steps)} steps done in {time.monotonic() - began:.0f} s, "
         f"{sum(step.cpu_seconds for step in steps):.0f} CPU-s:")
     for step in steps:
-        verdict = "ok" if step.done else ("not run" if step.status is None else
-                                          f"FAILED ({step.status})")
+        verdict = ("up to date" if step.fresh else "ok" if step.done else
+                   "not run" if step.status is None else f"FAILED ({step.status})")
         kind = "build" if step.kind == "artifacts" else "test "
         print(f"    {kind} {step.name:16} {step.seconds:6.0f} s {step.cpu_seconds:6.0f} CPU-s  "
               f"{verdict}", flush=True)
