@@ -286,9 +286,9 @@ def record(step: Step, target: Path) -> str | None:
     for the files under it). Returns a fault instead when a pattern matches nothing."""
     files: dict[str, list[int] | None] = {}
     for pattern in step.outputs:
-        where = (target / pattern.removeprefix("target/") if pattern.startswith("target/")
-                 else REPO / pattern)
-        matches = [Path(match) for match in glob.glob(str(where))]
+        root, tail = ((target, pattern.removeprefix("target/")) if pattern.startswith("target/")
+                      else (REPO, pattern))
+        matches = [root / match for match in glob.glob(tail, root_dir=root)]
         if not matches:
             return f"the recipe made no {pattern} (an output in {GRAPH.name})"
         for match in matches:
