@@ -231,9 +231,14 @@ end
                         "DLB_ERR_NEGATIVE_DIM")
     @test throws_naming(() -> DLBridge.to_shared(1:3), ArgumentError, "UnitRange")
     @test throws_naming(() -> DLBridge.to_shared("x"), ArgumentError, "String")
+    p = make_producer(Float32, (4,), (1,); device = (10, 0))
+    @test throws_naming(() -> DLBridge.to_shared(DLBridge.import_tensor(p.managed)),
+                        ArgumentError, "DLB_ERR_NOT_ON_CPU", "rocm")
+    # CUDA memory is shared through the CUDA driver, which a process holding CUDA memory has
+    # loaded: this one has not.
     p = make_producer(Float32, (4,), (1,); device = (2, 0))
     @test throws_naming(() -> DLBridge.to_shared(DLBridge.import_tensor(p.managed)),
-                        ArgumentError, "DLB_ERR_NOT_ON_CPU")
+                        ErrorException, "DLB_ERR_CUDA_DRIVER_NOT_LOADED")
     t = DLBridge.arange(Int8, 3)
     finalize(t)
     @test throws_naming(() -> DLBridge.to_shared(t), ArgumentError, "finalized")
