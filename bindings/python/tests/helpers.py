@@ -99,6 +99,21 @@ def assert_refuses_bad_shape_and_dtype(construct):
         construct((2, -1))
 
 
+FAKE_DRIVER_PREAMBLE = """
+import ctypes, gc, sys
+fake = ctypes.CDLL(sys.argv[1], mode=ctypes.RTLD_GLOBAL)
+fake.fake_cuda_log.restype = ctypes.c_char_p
+
+def calls():
+    text = fake.fake_cuda_log().decode()
+    fake.fake_cuda_clear_log()
+    return text.splitlines()
+"""
+"""The start of a child run with the stand-in CUDA driver's path as its first argument (the
+``fake_driver`` fixture): the driver loaded before dlbridge first looks for one, as ``fake``,
+and ``calls()``, the calls it logged since the last ``calls()``."""
+
+
 def run_python(code, *args, timeout=60, env=None, cwd=None):
     """Runs ``code`` (dedented) in a fresh interpreter, a real second process that can import this
     folder's modules (``from helpers import Forwarding``); returns its stdout, stripped. A crash, a

@@ -10,18 +10,10 @@ import textwrap
 
 import pytest
 
-from helpers import run_python
+from helpers import FAKE_DRIVER_PREAMBLE, run_python
 
-PREAMBLE = """
-import ctypes, gc, sys
-fake = ctypes.CDLL(sys.argv[1], mode=ctypes.RTLD_GLOBAL)
-fake.fake_cuda_log.restype = ctypes.c_char_p
-
-def calls():
-    text = fake.fake_cuda_log().decode()
-    fake.fake_cuda_clear_log()
-    return text.splitlines()
-
+# The child's preamble: the stand-in driver first, then dlbridge.
+PREAMBLE = FAKE_DRIVER_PREAMBLE + """
 def values(t, n):
     # The stand-in's device memory is the host's: read it through the interface's pointer.
     address, read_only = t.__cuda_array_interface__["data"]

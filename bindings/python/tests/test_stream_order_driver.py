@@ -6,19 +6,10 @@ is given back with the last tensor. Real GPUs test the rest."""
 
 import textwrap
 
-from helpers import run_python
+from helpers import FAKE_DRIVER_PREAMBLE, run_python
 
 # The child's preamble: the stand-in driver first, then dlbridge.
-PREAMBLE = """
-import ctypes, gc, sys
-fake = ctypes.CDLL(sys.argv[1], mode=ctypes.RTLD_GLOBAL)
-fake.fake_cuda_log.restype = ctypes.c_char_p
-
-def calls():
-    text = fake.fake_cuda_log().decode()
-    fake.fake_cuda_clear_log()
-    return text.splitlines()
-
+PREAMBLE = FAKE_DRIVER_PREAMBLE + """
 def held():
     gc.collect()
     return fake.fake_cuda_retained_contexts(), fake.fake_cuda_live_events()

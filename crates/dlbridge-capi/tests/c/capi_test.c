@@ -20,46 +20,7 @@
 #include <string.h>
 #include <unistd.h>
 
-static int passed, failed;
-
-#define CHECK(cond)                                                                    \
-    do {                                                                               \
-        if (cond) {                                                                    \
-            passed++;                                                                  \
-        } else {                                                                       \
-            failed++;                                                                  \
-            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond);   \
-        }                                                                              \
-    } while (0)
-
-/* A call that must succeed. */
-#define CHECK_OK(call)                                                                 \
-    do {                                                                               \
-        int status_ = (call);                                                          \
-        if (status_ == DLB_OK) {                                                       \
-            passed++;                                                                  \
-        } else {                                                                       \
-            failed++;                                                                  \
-            fprintf(stderr, "%s:%d: %s returned %d: %s\n", __FILE__, __LINE__, #call,  \
-                    status_, dlb_last_error());                                        \
-        }                                                                              \
-    } while (0)
-
-/* A call that must fail with `expected` and leave a message. */
-#define CHECK_FAILS(call, expected)                                                    \
-    do {                                                                               \
-        int status_ = (call);                                                          \
-        const char *message_ = dlb_last_error();                                       \
-        if (status_ == (expected) && message_ != NULL && message_[0] != '\0') {        \
-            passed++;                                                                  \
-            printf("  %-28s %s\n", #expected, message_);                               \
-        } else {                                                                       \
-            failed++;                                                                  \
-            fprintf(stderr, "%s:%d: %s returned %d (expected %s = %d): \"%s\"\n",      \
-                    __FILE__, __LINE__, #call, status_, #expected, (int)(expected),    \
-                    message_ ? message_ : "(NULL)");                                   \
-        }                                                                              \
-    } while (0)
+#include "check.h"
 
 /* The last error message mentions `text`. */
 #define CHECK_MESSAGE_HAS(text) CHECK(strstr(dlb_last_error(), (text)) != NULL)

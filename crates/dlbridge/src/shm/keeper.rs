@@ -301,38 +301,73 @@ pub(super) fn device_descriptor(pid: u32, fd: i32, token: u64) -> std::io::Resul
     if n < 0 {
         return Err(std::io::Error::last_os_error());
     }
-    let header_len = std::mem::size_of::<libc::cmsghdr>();
-    // SAFETY: the ancillary buffer is 8-byte aligned and larger than a cmsghdr.
-    let header = unsafe { &*(ancillary.as_ptr() as *const libc::cmsghdr) };
-    let rights = message.msg_controllen as usize >= header_len
-        && header.cmsg_level == libc::SOL_SOCKET
-        && header.cmsg_type == libc::SCM_RIGHTS;
-    let arrived = (message.msg_controllen as usize).saturating_sub(header_len) / 4;
-    let count = if rights {
-        (((header.cmsg_len as u64).saturating_sub(header_len as u64) / 4) as usize).min(arrived)
-    } else {
-        0
-    };
+    let rights = Rights::received(&message, &ancillary);
     // Every descriptor received is owned here, so that any this answer should not carry closes.
-    let mut received: Vec<OwnedFd> = (0..count)
-        .map(|i| {
-            // SAFETY: descriptor `i < count` follows the header inside the buffer; the kernel
-            // installed it for this process and nothing else owns it.
-            unsafe {
-                OwnedFd::from_raw_fd(
-                    (ancillary.as_ptr() as *const u8)
-                        .add(header_len + 4 * i)
-                        .cast::<i32>()
-                        .read_unaligned(),
-                )
-            }
+    let mut received: Vec<OwnedFd> = rights
+        .descriptors()
+        .iter()
+        .map(|&fd| {
+            // SAFETY: the kernel installed this descriptor for this process; nothing else owns
+            // it.
+            unsafe { OwnedFd::from_raw_fd(fd) }
         })
         .collect();
-    let truncated = message.msg_flags & libc::MSG_CTRUNC != 0;
-    match (n, answer[0], received.len(), truncated) {
+    match (n, answer[0], received.len(), rights.truncated) {
         (1, 1, 1, false) => Ok(received.pop()),
         (1, 0, 0, false) => Ok(None),
         _ => Err(std::io::ErrorKind::InvalidData.into()),
+    }
+}
+
+/// The descriptors an `SCM_RIGHTS` message brought, read from the 32-byte control buffer it was
+/// received into: as many as its header says, within what arrived (at most 4). Plain memory
+/// reads, so the keeper (which makes raw system calls only) parses its messages with it too.
+pub(super) struct Rights {
+    fds: [i32; 4],
+    count: usize,
+    /// The kernel dropped descriptors that found no room (`MSG_CTRUNC`).
+    pub(super) truncated: bool,
+}
+
+impl Rights {
+    /// What `message`, received into `ancillary`, carries.
+    pub(super) fn received(message: &libc::msghdr, ancillary: &[u64; 4]) -> Rights {
+        let header_len = std::mem::size_of::<libc::cmsghdr>();
+        // SAFETY: the ancillary buffer is 8-byte aligned and larger than a cmsghdr.
+        let header = unsafe { &*(ancillary.as_ptr() as *const libc::cmsghdr) };
+        // `msg_controllen`'s type differs between C libraries.
+        let controllen: usize = message.msg_controllen as _;
+        let is_rights = controllen >= header_len
+            && header.cmsg_level == libc::SOL_SOCKET
+            && header.cmsg_type == libc::SCM_RIGHTS;
+        let arrived = controllen.saturating_sub(header_len) / 4;
+        let count = if is_rights {
+            (((header.cmsg_len as u64).saturating_sub(header_len as u64) / 4) as usize)
+                .min(arrived)
+                .min(4)
+        } else {
+            0
+        };
+        let mut fds = [-1; 4];
+        for (i, fd) in fds.iter_mut().enumerate().take(count) {
+            // SAFETY: descriptor `i < count` follows the header inside the 32-byte buffer.
+            *fd = unsafe {
+                (ancillary.as_ptr() as *const u8)
+                    .add(header_len + 4 * i)
+                    .cast::<i32>()
+                    .read_unaligned()
+            };
+        }
+        Rights {
+            fds,
+            count,
+            truncated: message.msg_flags & libc::MSG_CTRUNC != 0,
+        }
+    }
+
+    /// The descriptors received, in order.
+    pub(super) fn descriptors(&self) -> &[i32] {
+        &self.fds[..self.count]
     }
 }
 

@@ -717,35 +717,15 @@ fn receive(control: i32) -> Received {
             _ => Received::Closed,
         };
     }
-    let header_len = std::mem::size_of::<libc::cmsghdr>();
-    // SAFETY: the ancillary buffer is 8-byte aligned and larger than a cmsghdr.
-    let header = unsafe { &*(ancillary.as_ptr() as *const libc::cmsghdr) };
-    let rights = message.msg_controllen as usize >= header_len
-        && header.cmsg_level == libc::SOL_SOCKET
-        && header.cmsg_type == libc::SCM_RIGHTS;
-    // The descriptors the kernel installed: as many as the header says, within what arrived.
-    let arrived = (message.msg_controllen as usize).saturating_sub(header_len) / 4;
-    let count = if rights {
-        (((header.cmsg_len as u64).saturating_sub(header_len as u64) / 4) as usize).min(arrived)
-    } else {
-        0
-    };
-    // SAFETY: descriptor `i < count` follows the header inside the buffer (count is bounded by
-    // what arrived, at most 4 in the 32-byte buffer).
-    let descriptor = |i: usize| unsafe {
-        (ancillary.as_ptr() as *const u8)
-            .add(header_len + 4 * i)
-            .cast::<i32>()
-            .read()
-    };
+    let rights = super::keeper::Rights::received(&message, &ancillary);
+    let fds = rights.descriptors();
     // A truncated message (no room left for descriptors in this process) lost some of them.
-    let truncated = message.msg_flags & libc::MSG_CTRUNC != 0;
-    if truncated || !(1..=2).contains(&count) || n != 8 {
-        (0..count).for_each(|i| close(descriptor(i)));
+    if rights.truncated || !(1..=2).contains(&fds.len()) || n != 8 {
+        fds.iter().for_each(|&fd| close(fd));
         return Received::Malformed;
     }
-    let device = if count == 2 { descriptor(1) } else { -1 };
-    Received::Descriptor(descriptor(0), device, u64::from_ne_bytes(seconds))
+    let device = fds.get(1).copied().unwrap_or(-1);
+    Received::Descriptor(fds[0], device, u64::from_ne_bytes(seconds))
 }
 
 /// Closes the held descriptors whose segment has no pending hand-over (or cannot be read) or
